@@ -1,0 +1,18 @@
+# Third-party libraries, all from Debian packages (scripts/install-deps.sh).
+
+# OpenBLAS, the OpenMP build: it shares our OpenMP pool and runs single-threaded inside a parallel
+# region. Debian's libopenblas-openmp-dev installs it under openblas-openmp/; we link it by path so
+# the pthread build can never be picked up by accident.
+find_library(RF_OPENBLAS_LIB NAMES openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
+  NO_DEFAULT_PATH REQUIRED)
+find_path(RF_OPENBLAS_INCLUDE cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp
+  NO_DEFAULT_PATH REQUIRED)
+add_library(rf_openblas INTERFACE)
+target_link_libraries(rf_openblas INTERFACE ${RF_OPENBLAS_LIB} OpenMP::OpenMP_CXX)
+target_include_directories(rf_openblas SYSTEM INTERFACE ${RF_OPENBLAS_INCLUDE})
+
+find_library(RF_DNNL_LIB NAMES dnnl REQUIRED)
+add_library(rf_dnnl INTERFACE)
+target_link_libraries(rf_dnnl INTERFACE ${RF_DNNL_LIB} OpenMP::OpenMP_CXX)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian packages rlforge's build and test suite need. Idempotent: when every
+# package is already installed it touches nothing and needs no network.
+#   libopenblas-openmp-dev: the OpenMP build of OpenBLAS, so BLAS shares our one OpenMP pool
+#                           (the default pthread build fights OpenMP for the cores).
+#   libdnnl-dev:            oneDNN, bf16 matmul (AVX512-BF16 / AMX kernels).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libopenblas-openmp-dev libdnnl-dev
+  libfmt-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

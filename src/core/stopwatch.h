@@ -1,0 +1,20 @@
+// Stopwatch: wall-clock seconds since construction or the last restart.
+#pragma once
+
+#include <chrono>
+
+namespace rf {
+
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  void restart() { start_ = std::chrono::steady_clock::now(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace rf

@@ -1,0 +1,83 @@
+#include "core/tensor.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/element_access.h"
+
+namespace rf {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+}  // namespace
+
+Tensor::Tensor(Shape shape, DType dtype, TensorAccount account) : account_(account) {
+  for (int64_t extent : shape) RF_CHECK(extent >= 0, "negative extent in shape {}", shape.to_string());
+  const size_t bytes = size_t(shape.numel()) * dtype_size(dtype);
+  // Zero-sized tensors still get a buffer, so that `empty()` means "no tensor" and nothing else.
+  const size_t padded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  if (account_.tracker) account_.tracker->on_allocate(account_.tier, account_.category, int64_t(padded));
+  void* data = std::aligned_alloc(kAlignment, padded);
+  if (!data) {
+    if (account_.tracker) account_.tracker->on_release(account_.tier, account_.category, int64_t(padded));
+    RF_CHECK(false, "out of memory allocating {} for a {} tensor of shape {}", format_bytes(int64_t(padded)),
+             dtype_name(dtype), shape.to_string());
+  }
+  std::memset(data, 0, padded);
+  view_ = TensorView(data, dtype, shape);
+  allocated_bytes_ = padded;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : view_(other.view_), account_(other.account_), allocated_bytes_(other.allocated_bytes_) {
+  other.view_ = TensorView();
+  other.allocated_bytes_ = 0;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    release();
+    view_ = other.view_;
+    account_ = other.account_;
+    allocated_bytes_ = other.allocated_bytes_;
+    other.view_ = TensorView();
+    other.allocated_bytes_ = 0;
+  }
+  return *this;
+}
+
+Tensor::~Tensor() { release(); }
+
+void Tensor::release() {
+  if (view_.empty()) return;
+  std::free(view_.raw());
+  if (account_.tracker) account_.tracker->on_release(account_.tier, account_.category, int64_t(allocated_bytes_));
+  view_ = TensorView();
+  allocated_bytes_ = 0;
+}
+
+void copy_convert(TensorView src, TensorView dst) {
+  RF_CHECK(src.shape() == dst.shape(), "copy_convert: shapes {} and {} differ", src.shape().to_string(),
+           dst.shape().to_string());
+  for_each_offset(src.shape(), src.strides(), dst.strides(), [&](int64_t s, int64_t d) {
+    store_f64(dst, d, load_f64(src, s));
+  });
+}
+
+void fill_zero(TensorView dst) {
+  if (dst.is_contiguous()) {
+    std::memset(dst.raw(), 0, dst.nbytes());
+    return;
+  }
+  for_each_offset(dst.shape(), dst.strides(), dst.strides(), [&](int64_t, int64_t d) { store_f64(dst, d, 0.0); });
+}
+
+Tensor clone(TensorView src, DType dtype, TensorAccount account) {
+  Tensor out(src.shape(), dtype, account);
+  copy_convert(src, out);
+  return out;
+}
+
+}  // namespace rf

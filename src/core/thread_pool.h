@@ -1,0 +1,23 @@
+// ThreadPool: owns the configuration of the process's one OpenMP pool (DESIGN §9). Kernels
+// parallelise with OpenMP inside it; OpenBLAS (OpenMP build) and oneDNN (OpenMP runtime) share
+// the same threads, so nothing oversubscribes the cores. Create one in `main`, pass it down.
+#pragma once
+
+#include <string>
+
+namespace rf {
+
+class ThreadPool {
+ public:
+  // num_threads <= 0 means one per core.
+  explicit ThreadPool(int num_threads);
+  int num_threads() const { return num_threads_; }
+  std::string describe() const;  // "OpenMP pool: 2 threads (2 cores)"
+
+ private:
+  int num_threads_;
+};
+
+int num_cores();
+
+}  // namespace rf

@@ -1,0 +1,110 @@
+// KernelRegistry: picks, for every (op, dtype), which variant's kernel runs (DESIGN §1).
+//  - optimization_level 0: every op on `ref` (the oracle).
+//  - optimization_level >= 1: the fastest `cpu` variant this CPU can run (cpu_avx512, else
+//    cpu_avx2, else cpu_generic); dtypes a variant does not implement (f64) fall back to `ref`.
+//  - `force_variant` pins every op to one variant (an error if this CPU cannot run it);
+//    `overrides` pin single ops, e.g. {attention -> ref} to bisect a numerics question.
+// Created once in `main` and passed down by const reference; its call-through methods pick the
+// table by the dtype of the op's first floating input.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
+
+namespace rf::kernels {
+
+struct KernelConfig {
+  int optimization_level = 1;
+  std::optional<KernelVariant> force_variant;
+  std::vector<std::pair<KernelOp, KernelVariant>> overrides;
+};
+
+class KernelRegistry {
+ public:
+  explicit KernelRegistry(const KernelConfig& config = {}, CpuFeatures features = CpuFeatures::detect());
+
+  const KernelTable& table(KernelOp op, DType dtype) const;
+  KernelVariant variant(KernelOp op, DType dtype) const { return table(op, dtype).variant; }
+  const CpuFeatures& cpu_features() const { return features_; }
+  // Whether this CPU can run `variant` (ref and cpu_generic always can).
+  bool can_run(KernelVariant variant) const;
+  // The start-up line: CPU features, the variant picked per op for f32/bf16, the BLAS in use.
+  std::string describe() const;
+
+  void embedding_forward(const EmbeddingParams& p, TensorView ids_N, TensorView table_VC, TensorView out_NC) const {
+    table(KernelOp::embedding, table_VC.dtype()).embedding_forward(p, ids_N, table_VC, out_NC);
+  }
+  void embedding_backward(const EmbeddingParams& p, TensorView ids_N, TensorView dout_NC, TensorView dtable_VC) const {
+    table(KernelOp::embedding, dout_NC.dtype()).embedding_backward(p, ids_N, dout_NC, dtable_VC);
+  }
+  void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) const {
+    table(KernelOp::gemm, a.dtype()).gemm(p, a, b, c);
+  }
+  void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) const {
+    table(KernelOp::linear, x_NI.dtype()).linear_forward(x_NI, w_OI, b_O, y_NO);
+  }
+  void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) const {
+    table(KernelOp::linear, dy_NO.dtype()).linear_dgrad(dy_NO, w_OI, dx_NI, mode);
+  }
+  void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) const {
+    table(KernelOp::linear, dy_NO.dtype()).linear_wgrad(dy_NO, x_NI, dw_OI, db_O);
+  }
+  void rmsnorm_forward(const RmsNormParams& p, TensorView x_NC, TensorView w_C, TensorView y_NC,
+                       RmsNormSaved& saved) const {
+    table(KernelOp::rmsnorm, x_NC.dtype()).rmsnorm_forward(p, x_NC, w_C, y_NC, saved);
+  }
+  void rmsnorm_backward(const RmsNormParams& p, TensorView dy_NC, TensorView x_NC, TensorView w_C,
+                        const RmsNormSaved& saved, TensorView dx_NC, TensorView dw_C, Accumulate mode) const {
+    table(KernelOp::rmsnorm, x_NC.dtype()).rmsnorm_backward(p, dy_NC, x_NC, w_C, saved, dx_NC, dw_C, mode);
+  }
+  void rope_forward(const RopeParams& p, TensorView pos_N, TensorView x_NHD) const {
+    table(KernelOp::rope, x_NHD.dtype()).rope_forward(p, pos_N, x_NHD);
+  }
+  void rope_backward(const RopeParams& p, TensorView pos_N, TensorView dx_NHD) const {
+    table(KernelOp::rope, dx_NHD.dtype()).rope_backward(p, pos_N, dx_NHD);
+  }
+  void attention_forward(const AttentionParams& p, TensorView q, TensorView k, TensorView v, TensorView out,
+                         TensorView lse) const {
+    table(KernelOp::attention, q.dtype()).attention_forward(p, q, k, v, out, lse);
+  }
+  void attention_backward(const AttentionParams& p, TensorView q, TensorView k, TensorView v, TensorView out,
+                          TensorView lse, TensorView dout, TensorView dq, TensorView dk, TensorView dv) const {
+    table(KernelOp::attention, q.dtype()).attention_backward(p, q, k, v, out, lse, dout, dq, dk, dv);
+  }
+  void swiglu_forward(TensorView gate_NF, TensorView up_NF, TensorView h_NF) const {
+    table(KernelOp::swiglu, gate_NF.dtype()).swiglu_forward(gate_NF, up_NF, h_NF);
+  }
+  void swiglu_backward(TensorView gate_NF, TensorView up_NF, TensorView dh_NF, TensorView dgate_NF,
+                       TensorView dup_NF) const {
+    table(KernelOp::swiglu, gate_NF.dtype()).swiglu_backward(gate_NF, up_NF, dh_NF, dgate_NF, dup_NF);
+  }
+  void logprob_forward(const LogprobParams& p, TensorView logits_NV, TensorView targets_N, TensorView logp_N,
+                       TensorView entropy_N, TensorView lse_N) const {
+    table(KernelOp::logprob, logits_NV.dtype()).logprob_forward(p, logits_NV, targets_N, logp_N, entropy_N, lse_N);
+  }
+  void logprob_backward(const LogprobParams& p, TensorView logits_NV, TensorView targets_N, TensorView lse_N,
+                        TensorView entropy_N, TensorView dlogp_N, TensorView dentropy_N, TensorView dlogits_NV) const {
+    table(KernelOp::logprob, logits_NV.dtype())
+        .logprob_backward(p, logits_NV, targets_N, lse_N, entropy_N, dlogp_N, dentropy_N, dlogits_NV);
+  }
+  void adamw_step(const AdamWParams& p, TensorView param, TensorView grad, TensorView exp_avg,
+                  TensorView exp_avg_sq, TensorView param_copy) const {
+    table(KernelOp::adamw, param.dtype()).adamw_step(p, param, grad, exp_avg, exp_avg_sq, param_copy);
+  }
+  double sum_squares(TensorView x) const { return table(KernelOp::grad_norm, x.dtype()).sum_squares(x); }
+  void scale(TensorView x, double factor) const { table(KernelOp::grad_norm, x.dtype()).scale(x, factor); }
+
+ private:
+  const KernelTable& table_of(KernelVariant variant) const;
+
+  CpuFeatures features_;
+  std::array<std::array<const KernelTable*, kNumDTypes>, kNumKernelOps> choice_{};
+};
+
+}  // namespace rf::kernels

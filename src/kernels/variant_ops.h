@@ -1,0 +1,24 @@
+// Declares every op of one kernel variant, with the signatures fixed by the op headers (a function
+// declared through its function type cannot drift from the table's pointer type). Included by
+// ref/ref_kernels.h and cpu/cpu_kernels.h inside their variant namespace; nothing else includes it.
+// (No include guard on purpose: each variant namespace needs its own declarations.)
+
+EmbeddingForward embedding_forward;
+EmbeddingBackward embedding_backward;
+Gemm gemm;
+LinearForward linear_forward;
+LinearDgrad linear_dgrad;
+LinearWgrad linear_wgrad;
+RmsNormForward rmsnorm_forward;
+RmsNormBackward rmsnorm_backward;
+RopeForward rope_forward;
+RopeBackward rope_backward;
+AttentionForward attention_forward;
+AttentionBackward attention_backward;
+SwiGluForward swiglu_forward;
+SwiGluBackward swiglu_backward;
+LogprobForward logprob_forward;
+LogprobBackward logprob_backward;
+AdamWStep adamw_step;
+SumSquares sum_squares;
+Scale scale;
