@@ -49,14 +49,16 @@ bool is_floating(DType dtype) {
   return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f64;
 }
 
-// IEEE half <-> single, exact for every half value; single -> half rounds to nearest even.
+// IEEE half <-> single, exact for every half value; single -> half rounds to nearest even. Both
+// agree bit for bit with the F16C instructions, NaN payloads included, so kernels that use F16C
+// and code that uses these give identical bits.
 float to_f32(f16 x) {
   const uint32_t sign = uint32_t(x.bits & 0x8000u) << 16;
   uint32_t exponent = (x.bits >> 10) & 0x1fu;
   uint32_t mantissa = x.bits & 0x3ffu;
   uint32_t out;
-  if (exponent == 0x1f) {
-    out = sign | 0x7f800000u | (mantissa << 13);
+  if (exponent == 0x1f) {  // inf, or NaN: quieted, payload kept (as F16C's vcvtph2ps does)
+    out = sign | 0x7f800000u | (mantissa << 13) | (mantissa ? 0x400000u : 0u);
   } else if (exponent != 0) {
     out = sign | ((exponent + 112) << 23) | (mantissa << 13);
   } else if (mantissa == 0) {
@@ -76,7 +78,7 @@ f16 to_f16(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return f16{uint16_t(sign | 0x7e00u)};
+  if (abs > 0x7f800000u) return f16{uint16_t(sign | 0x7e00u | ((abs >> 13) & 0x3ffu))};  // quiet, top payload bits
   if (abs >= 0x477ff000u) return f16{uint16_t(sign | 0x7c00u)};  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {                                        // below the smallest normal half
     if (abs < 0x33000000u) return f16{sign};                      // rounds to zero

@@ -35,14 +35,17 @@ void MemoryTracker::raise_peak(Counter& counter, int64_t value) {
 
 void MemoryTracker::on_allocate(MemoryTier tier, MemoryCategory category, int64_t bytes) {
   Counter& total = by_tier_[size_t(tier)];
-  const int64_t now = total.current.fetch_add(bytes) + bytes;
   const int64_t limit = budget_[size_t(tier)];
-  if (limit != kNoBudget && now > limit) {
-    total.current.fetch_sub(bytes);
-    RF_CHECK(false, "out of {} memory: allocating {} of {} would hold {} of a {} budget",
-             memory_tier_name(tier), format_bytes(bytes), memory_category_name(category),
-             format_bytes(now), format_bytes(limit));
-  }
+  // Check and add in one step: adding first and undoing on failure would let a concurrent
+  // allocation see (and fail on, or record as its peak) bytes that were never held.
+  int64_t held = total.current.load();
+  int64_t now = 0;
+  do {
+    now = held + bytes;
+    RF_CHECK(limit == kNoBudget || now <= limit,
+             "out of {} memory: allocating {} of {} would hold {} of a {} budget", memory_tier_name(tier),
+             format_bytes(bytes), memory_category_name(category), format_bytes(now), format_bytes(limit));
+  } while (!total.current.compare_exchange_weak(held, now));
   raise_peak(total, now);
   Counter& counter = by_category_[size_t(tier)][size_t(category)];
   raise_peak(counter, counter.current.fetch_add(bytes) + bytes);

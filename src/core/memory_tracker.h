@@ -38,7 +38,8 @@ class MemoryTracker {
   int64_t peak(MemoryTier tier) const;     // peak of the sum, not the sum of peaks
   void reset_peaks();
 
-  // One line per non-empty tier: "device: 12.0 MiB (peak 20.1 MiB) params 8.0 MiB, grads ...".
+  // One line per tier with a non-zero peak, listing its categories with a non-zero peak:
+  // "device: 12.0 MiB (peak 20.1 MiB), params 8.0 MiB (peak 8.0 MiB), grads ...".
   std::string summary() const;
 
  private:

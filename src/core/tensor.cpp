@@ -61,6 +61,16 @@ void Tensor::release() {
 void copy_convert(TensorView src, TensorView dst) {
   RF_CHECK(src.shape() == dst.shape(), "copy_convert: shapes {} and {} differ", src.shape().to_string(),
            dst.shape().to_string());
+  if (src.dtype() == dst.dtype()) {
+    // Same dtype: copy bytes, so that i64 values beyond 2^53 and NaN payloads survive.
+    const size_t size = src.element_size();
+    const auto* from = static_cast<const std::byte*>(src.raw());
+    auto* to = static_cast<std::byte*>(dst.raw());
+    for_each_offset(src.shape(), src.strides(), dst.strides(), [&](int64_t s, int64_t d) {
+      std::memcpy(to + d * int64_t(size), from + s * int64_t(size), size);
+    });
+    return;
+  }
   for_each_offset(src.shape(), src.strides(), dst.strides(), [&](int64_t s, int64_t d) {
     store_f64(dst, d, load_f64(src, s));
   });

@@ -2,12 +2,18 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace rf {
 
 int num_cores() {
+  // The CPUs this process may run on (taskset, cgroup cpusets, mpirun / Slurm binding), not all of
+  // the machine's: a rank bound to 4 of 64 cores must not start 64 threads.
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) return std::max(1, CPU_COUNT(&allowed));
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : int(n);
 }

@@ -9,7 +9,7 @@ namespace rf {
 
 class ThreadPool {
  public:
-  // num_threads <= 0 means one per core.
+  // num_threads <= 0 means one per core (see num_cores).
   explicit ThreadPool(int num_threads);
   int num_threads() const { return num_threads_; }
   std::string describe() const;  // "OpenMP pool: 2 threads (2 cores)"
@@ -18,6 +18,7 @@ class ThreadPool {
   int num_threads_;
 };
 
+// Cores this process may run on: its CPU affinity mask, which mpirun / Slurm binding narrows.
 int num_cores();
 
 }  // namespace rf

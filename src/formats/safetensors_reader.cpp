@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace rf::formats {
@@ -51,7 +52,12 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : file_(path) {
       e.end = offsets[1].get<size_t>();
       RF_CHECK(e.begin <= e.end && e.end <= data_size, "data_offsets [{}, {}) outside the {} data bytes", e.begin,
                e.end, data_size);
-      const size_t expected = size_t(e.shape.numel()) * dtype_size(e.dtype);
+      // The extents are untrusted: a product that wraps around could match the byte count.
+      size_t expected = dtype_size(e.dtype);
+      bool overflow = false;
+      for (int64_t extent : e.shape) overflow |= __builtin_mul_overflow(expected, size_t(extent), &expected);
+      RF_CHECK(!overflow || std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end(),
+               "shape {} of {} does not fit in memory", e.shape.to_string(), dtype_name(e.dtype));
       RF_CHECK(e.end - e.begin == expected, "{} bytes for shape {} of {} (expected {})", e.end - e.begin,
                e.shape.to_string(), dtype_name(e.dtype), expected);
       entries_.emplace(name, e);

@@ -17,7 +17,7 @@ namespace rf::formats {
 struct SafetensorsEntry {
   DType dtype;
   Shape shape;
-  size_t begin = 0;  // byte offset in the file
+  size_t begin = 0;  // byte offsets [begin, end) in the data section, which follows the header
   size_t end = 0;
 };
 

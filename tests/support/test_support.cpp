@@ -22,7 +22,9 @@ int64_t offset_of_element(const TensorView& view, int64_t i) {
   return offset;
 }
 
-double sentinel_value(DType dtype) { return dtype == DType::i32 || dtype == DType::i64 ? -123456 : 1234.5; }
+// Exactly representable in every floating dtype (1232 = 77 * 2^4 fits bf16's 8-bit significand), so
+// a sentinel reads back as written.
+double sentinel_value(DType dtype) { return dtype == DType::i32 || dtype == DType::i64 ? -123456 : 1232.0; }
 
 }  // namespace
 

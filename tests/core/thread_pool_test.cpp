@@ -1,0 +1,60 @@
+// ThreadPool sets the size of the process's one OpenMP pool; num_cores follows the affinity mask.
+#include "core/thread_pool.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <sched.h>
+
+namespace rf {
+namespace {
+
+// Restores the OpenMP pool size when a test that changes it ends.
+class OmpThreadsGuard {
+ public:
+  OmpThreadsGuard() : saved_(omp_get_max_threads()) {}
+  ~OmpThreadsGuard() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+TEST(ThreadPool, SetsTheOpenMpPoolSize) {
+  const OmpThreadsGuard guard;
+  const ThreadPool one(1);
+  EXPECT_EQ(one.num_threads(), 1);
+  EXPECT_EQ(omp_get_max_threads(), 1);
+  int team = 0;
+#pragma omp parallel
+#pragma omp single
+  team = omp_get_num_threads();
+  EXPECT_EQ(team, 1);
+  EXPECT_EQ(one.describe(), fmt::format("OpenMP pool: 1 thread ({} cores)", num_cores()));
+
+  const ThreadPool three(3);
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  EXPECT_EQ(three.describe(), fmt::format("OpenMP pool: 3 threads ({} cores)", num_cores()));
+
+  const ThreadPool all(0);
+  EXPECT_EQ(all.num_threads(), num_cores());
+  EXPECT_EQ(omp_get_max_threads(), num_cores());
+  EXPECT_EQ(ThreadPool(-1).num_threads(), num_cores());
+}
+
+TEST(ThreadPool, NumCoresFollowsTheAffinityMask) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(num_cores(), CPU_COUNT(&saved));
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t just_one;
+  CPU_ZERO(&just_one);
+  CPU_SET(first, &just_one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(just_one), &just_one), 0);
+  const int bound = num_cores();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(bound, 1);
+}
+
+}  // namespace
+}  // namespace rf
