@@ -16,7 +16,7 @@ struct EmbeddingParams {
 using EmbeddingForward = void(const EmbeddingParams&, TensorView ids_N, TensorView table_VC,
                                     TensorView out_NC);
 using EmbeddingForwardFn = EmbeddingForward*;
-// dtable_VC += dout_NC scattered by ids (dtable may be f32 when dout is bf16).
+// dtable_VC += dout_NC scattered by ids; dtable is f32 for f32 and bf16 dout (f64 for f64).
 using EmbeddingBackward = void(const EmbeddingParams&, TensorView ids_N, TensorView dout_NC,
                                      TensorView dtable_VC);
 using EmbeddingBackwardFn = EmbeddingBackward*;

@@ -3,7 +3,7 @@
 // can run wgrad later (Megatron's delayed wgrad) and so that TP can put its communication between.
 // Legend: N rows (tokens), I in-features, O out-features.
 //
-// Dtypes: (x, w, y) all f32, all f64, or all bf16 (bf16 products accumulate in f32). Gradients of
+// Dtypes: (x, w, b, y) all f32, all f64, or all bf16 (bf16 products accumulate in f32). Gradients of
 // parameters (dw, db) are f32 for f32/bf16 compute and f64 for f64 compute.
 #pragma once
 

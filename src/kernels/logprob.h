@@ -5,7 +5,10 @@
 // Backward, with p = softmax(z):
 //   dz_v = dlogp (1[v = target] - p_v)  -  dentropy p_v (z_v - lse + entropy),
 //   dlogits = dz / temperature.
-// Vocab-parallel ready: `vocab_start` is the first vocabulary id of these logits' columns.
+// Vocab-parallel ready: `vocab_start` is the first vocabulary id of these logits' columns. The
+// kernels accept only vocab_start == 0 for now: a shard's max and sum-exp must first be reduced
+// across the tensor-parallel ranks, which is the dist layer's job, not a kernel's.
+// A target >= V (with vocab_start 0) is an error.
 // Legend: N tokens, V vocab (columns held here).
 #pragma once
 

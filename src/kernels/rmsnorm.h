@@ -4,7 +4,8 @@
 // Also serves Qwen3's per-head q_norm/k_norm: view q_NHD as rows of D.
 //
 // Backward (xhat = x * rstd, g = dy * w):
-//   dx = rstd * (g - xhat * mean(g * xhat)),   dw += sum over rows of dy * xhat.
+//   dx = rstd * (g - xhat * mean(g * xhat)),   dw += sum over rows of dy * xhat,
+// with xhat unrounded (f32) for bf16 too.
 // Legend: N rows, C normalised dim.
 #pragma once
 

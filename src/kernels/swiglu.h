@@ -1,4 +1,5 @@
 // SwiGLU activation of the gated MLP: h = silu(gate) * up, silu(g) = g * sigmoid(g).
+// For bf16, silu(gate) is rounded to bf16 before it multiplies up, as HF's `act_fn(gate) * up` does.
 // Backward: dgate = dh * up * s * (1 + g * (1 - s)), dup = dh * g * s, with s = sigmoid(g).
 // Legend: N tokens, F FFN width.
 #pragma once

@@ -1,11 +1,184 @@
-// PENDING: replaced by the real cpu linear kernels.
+// Fast GEMM and linear layers: f32 through OpenBLAS (cblas_sgemm), bf16 through oneDNN's matmul
+// (onednn_matmul.h). Every op is one matrix product on 2-D views whose layout is read from their
+// strides, so the transposes of the linear backward cost nothing. What is ours: the f32 bias add
+// (folded into the GEMM) and the bias-gradient column sum. f64 is not here: the registry sends
+// it to `ref`.
+// Legend: N rows (tokens), I in-features, O out-features; a GEMM's operands are a_MK, b_KN, c_MN.
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn_matmul.h"
 
 namespace rf::kernels::RF_CPU_NS {
+namespace {
 
-void gemm(const GemmParams&, TensorView, TensorView, TensorView) { RF_CHECK(false, "cpu gemm not written yet");  }
-void linear_forward(TensorView, TensorView, TensorView, TensorView) { RF_CHECK(false, "cpu linear_forward not written yet");  }
-void linear_dgrad(TensorView, TensorView, TensorView, Accumulate) { RF_CHECK(false, "cpu linear_dgrad not written yet");  }
-void linear_wgrad(TensorView, TensorView, TensorView, TensorView) { RF_CHECK(false, "cpu linear_wgrad not written yet");  }
+// Below this many elements a memory-bound pass runs on one thread: forking costs more.
+constexpr int64_t kParallelGrain = int64_t(1) << 15;
+
+void check_matrix(const TensorView& m, const char* what) {
+  RF_CHECK(m.rank() == 2 && m.inner_contiguous(), "{}: expected a 2-D view with unit inner stride, got {}", what,
+           m.describe());
+}
+
+void check_vector(const TensorView& v, int64_t extent, const char* what) {
+  check_shape(v, {extent}, what);
+  RF_CHECK(v.inner_contiguous(), "{}: expected unit stride, got {}", what, v.describe());
+}
+
+// The cpu kernels take f32 x f32 -> f32 and bf16 x bf16 -> f32 or bf16.
+void check_dtypes(DType a, DType b, DType c, const char* what) {
+  const bool ok = a == b && ((a == DType::f32 && c == DType::f32) ||
+                             (a == DType::bf16 && (c == DType::f32 || c == DType::bf16)));
+  RF_CHECK(ok, "{}: cpu kernels take f32 x f32 -> f32 or bf16 x bf16 -> f32/bf16, got {} x {} -> {}", what,
+           dtype_name(a), dtype_name(b), dtype_name(c));
+}
+
+// How cblas sees a 2-D view with a unit stride in one dim: row-major (no transpose) or column-major
+// (transpose of the row-major matrix it is stored as), with that storage's leading dimension.
+struct BlasOperand {
+  CBLAS_TRANSPOSE trans;
+  blasint ld;
+};
+
+BlasOperand blas_operand(const TensorView& m) {
+  const int64_t rows = m.size(0), cols = m.size(1);
+  // The stride of a dim of extent 1 is never used for addressing but cblas still checks it
+  // (ld >= max(1, row length)), and views keep whatever stride their parent had there.
+  if (m.stride(1) == 1 && (rows <= 1 || m.stride(0) >= cols))
+    return {CblasNoTrans, blasint(std::max({m.stride(0), cols, int64_t(1)}))};
+  RF_CHECK(m.stride(0) == 1 && (cols <= 1 || m.stride(1) >= rows),
+           "gemm operand is neither row- nor column-major: {}", m.describe());
+  return {CblasTrans, blasint(std::max({m.stride(1), rows, int64_t(1)}))};
+}
+
+// c_MN = alpha * a_MK b_KN + beta * c_MN in f32; with beta == 0 OpenBLAS zeroes c, never reads it.
+void sgemm(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, float beta) {
+  const int64_t M = c_MN.size(0), N = c_MN.size(1), K = a_MK.size(1);
+  for (const TensorView* m : {&a_MK, &b_KN, &c_MN})
+    RF_CHECK(m->size(0) < INT_MAX && m->size(1) < INT_MAX && m->stride(0) < INT_MAX && m->stride(1) < INT_MAX,
+             "gemm: {} exceeds the 32-bit BLAS interface", m->describe());
+  if (M == 0 || N == 0) return;
+  const BlasOperand a = blas_operand(a_MK), b = blas_operand(b_KN), c = blas_operand(c_MN);
+  cblas_sgemm(CblasRowMajor, a.trans, b.trans, blasint(M), blasint(N), blasint(K), alpha, a_MK.data<float>(), a.ld,
+              b_KN.data<float>(), b.ld, beta, c_MN.data<float>(), c.ld);
+}
+
+void matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, float beta) {
+  if (a_MK.dtype() == DType::f32) {
+    sgemm(a_MK, b_KN, c_MN, alpha, beta);
+  } else {
+    onednn_matmul(a_MK, b_KN, TensorView(), c_MN, alpha, beta);
+  }
+}
+
+// y_NO = b_O on every row. The f32 forward then accumulates x w^T onto it (beta = 1): this pass
+// replaces the one in which OpenBLAS would zero y for beta = 0, so the bias add is free.
+void broadcast_rows(TensorView b_O, TensorView y_NO) {
+  const float* b = b_O.data<float>();
+  float* y = y_NO.data<float>();
+  const int64_t N = y_NO.size(0), O = y_NO.size(1), ld = y_NO.stride(0);
+#pragma omp parallel for schedule(static) if (N * O > kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) std::copy_n(b, O, y + n * ld);
+}
+
+float as_f32(float x) { return x; }
+float as_f32(bf16 x) { return std::bit_cast<float>(uint32_t(x.bits) << 16); }
+
+// db_O += sum over N of dy_NO. Columns go in blocks (one per thread at a time) whose partial sums
+// stay in a small f32 array across all rows: unit-stride row loads, a vectorised add, and db
+// touched once per column.
+template <class T>
+void reduce_bias_grad(TensorView dy_NO, TensorView db_O) {
+  constexpr int64_t kBlock = 256;
+  const T* dy = dy_NO.data<T>();
+  float* db = db_O.data<float>();
+  const int64_t N = dy_NO.size(0), O = dy_NO.size(1), ld = dy_NO.stride(0);
+  const int64_t num_blocks = (O + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (N * O > kParallelGrain)
+  for (int64_t block = 0; block < num_blocks; ++block) {
+    const int64_t o0 = block * kBlock, width = std::min(kBlock, O - o0);
+    float sum[kBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = dy + n * ld + o0;
+      for (int64_t j = 0; j < width; ++j) sum[j] += as_f32(row[j]);
+    }
+    for (int64_t j = 0; j < width; ++j) db[o0 + j] += sum[j];
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
+  check_matrix(a, "gemm a");
+  check_matrix(b, "gemm b");
+  check_matrix(c, "gemm c");
+  check_dtypes(a.dtype(), b.dtype(), c.dtype(), "gemm");
+  const TensorView a_MK = p.trans_a == Transpose::yes ? a.transpose(0, 1) : a;
+  const TensorView b_KN = p.trans_b == Transpose::yes ? b.transpose(0, 1) : b;
+  check_shape(b_KN, {a_MK.size(1), c.size(1)}, "gemm op(b)");
+  check_shape(c, {a_MK.size(0), b_KN.size(1)}, "gemm c");
+  matmul(a_MK, b_KN, c, float(p.alpha), float(p.beta));
+}
+
+void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
+  check_matrix(x_NI, "linear x_NI");
+  check_matrix(w_OI, "linear w_OI");
+  check_matrix(y_NO, "linear y_NO");
+  const int64_t N = x_NI.size(0), I = x_NI.size(1), O = w_OI.size(0);
+  check_shape(w_OI, {O, I}, "linear w_OI");
+  check_shape(y_NO, {N, O}, "linear y_NO");
+  check_dtypes(x_NI.dtype(), w_OI.dtype(), y_NO.dtype(), "linear_forward");
+  check_dtype(y_NO, x_NI.dtype(), "linear y_NO");
+  if (!b_O.empty()) {
+    check_vector(b_O, O, "linear b_O");
+    check_dtype(b_O, x_NI.dtype(), "linear b_O");
+  }
+  const TensorView w_IO = w_OI.transpose(0, 1);
+  if (x_NI.dtype() == DType::bf16) {
+    onednn_matmul(x_NI, w_IO, b_O, y_NO, 1.0f, 0.0f);  // bias fused, added in f32 before rounding
+  } else if (b_O.empty()) {
+    sgemm(x_NI, w_IO, y_NO, 1.0f, 0.0f);
+  } else {
+    broadcast_rows(b_O, y_NO);
+    sgemm(x_NI, w_IO, y_NO, 1.0f, 1.0f);
+  }
+}
+
+void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
+  check_matrix(dy_NO, "linear dy_NO");
+  check_matrix(w_OI, "linear w_OI");
+  check_matrix(dx_NI, "linear dx_NI");
+  check_shape(w_OI, {dy_NO.size(1), dx_NI.size(1)}, "linear w_OI");
+  check_shape(dx_NI, {dy_NO.size(0), w_OI.size(1)}, "linear dx_NI");
+  check_dtypes(dy_NO.dtype(), w_OI.dtype(), dx_NI.dtype(), "linear_dgrad");
+  check_dtype(dx_NI, dy_NO.dtype(), "linear dx_NI");
+  matmul(dy_NO, w_OI, dx_NI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
+}
+
+void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
+  check_matrix(dy_NO, "linear dy_NO");
+  check_matrix(x_NI, "linear x_NI");
+  check_matrix(dw_OI, "linear dw_OI");
+  const int64_t N = dy_NO.size(0), O = dy_NO.size(1);
+  check_shape(x_NI, {N, x_NI.size(1)}, "linear x_NI");
+  check_shape(dw_OI, {O, x_NI.size(1)}, "linear dw_OI");
+  check_dtypes(dy_NO.dtype(), x_NI.dtype(), dw_OI.dtype(), "linear_wgrad");
+  check_dtype(dw_OI, DType::f32, "linear dw_OI");
+  if (!db_O.empty()) {
+    check_vector(db_O, O, "linear db_O");
+    check_dtype(db_O, DType::f32, "linear db_O");
+  }
+  matmul(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, 1.0f);
+  if (db_O.empty()) return;
+  if (dy_NO.dtype() == DType::bf16) {
+    reduce_bias_grad<bf16>(dy_NO, db_O);
+  } else {
+    reduce_bias_grad<float>(dy_NO, db_O);
+  }
+}
 
 }  // namespace rf::kernels::RF_CPU_NS

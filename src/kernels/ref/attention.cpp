@@ -1,9 +1,117 @@
-// PENDING: replaced by the real ref attention kernels.
+// Reference causal GQA attention: the definition in attention.h, one query row at a time, in f64
+// whatever the dtype. Each row forms its scores, their max, the log-sum-exp and the probabilities
+// explicitly; backward recomputes the probabilities from the saved lse and follows the header's
+// formulas term by term. Not here: any blocking or online softmax (that is the cpu kernel's job).
+// Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/element_access.h"
+#include "core/tensor.h"
+#include "kernels/attention_args.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace rf::kernels::ref {
+namespace {
 
-void attention_forward(const AttentionParams&, TensorView, TensorView, TensorView, TensorView, TensorView) { RF_CHECK(false, "ref attention_forward not written yet");  }
-void attention_backward(const AttentionParams&, TensorView, TensorView, TensorView, TensorView, TensorView, TensorView, TensorView, TensorView, TensorView) { RF_CHECK(false, "ref attention_backward not written yet");  }
+// Offset of row [i0, i1, i2] of a rank-4 view (its inner dim is contiguous).
+int64_t row_offset(const TensorView& x, int64_t i0, int64_t i1, int64_t i2) {
+  return i0 * x.stride(0) + i1 * x.stride(1) + i2 * x.stride(2);
+}
+
+int64_t lse_offset(const TensorView& lse_BHT, int64_t b, int64_t h, int64_t t) {
+  return b * lse_BHT.stride(0) + h * lse_BHT.stride(1) + t * lse_BHT.stride(2);
+}
+
+double dot_rows(const TensorView& x, int64_t x_row, const TensorView& y, int64_t y_row, int64_t D) {
+  double sum = 0;
+  for (int64_t d = 0; d < D; ++d) sum += load_f64(x, x_row + d) * load_f64(y, y_row + d);
+  return sum;
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
+                       TensorView out_BTHD, TensorView lse_BHT) {
+  const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+  const auto [B, T, H, K, D, scale] = dims;
+  const int64_t group = H / K;
+  std::vector<double> score_T(static_cast<size_t>(T));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kv = h / group;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t start = document_of(params.cu_seqlens, b, T, t).start;
+        const int64_t q_row = row_offset(q_BTHD, b, t, h);
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (int64_t s = start; s <= t; ++s) {
+          score_T[size_t(s)] = scale * dot_rows(q_BTHD, q_row, k_BTKD, row_offset(k_BTKD, b, s, kv), D);
+          max_score = std::max(max_score, score_T[size_t(s)]);
+        }
+        double sum_exp = 0;
+        for (int64_t s = start; s <= t; ++s) sum_exp += std::exp(score_T[size_t(s)] - max_score);
+        const double lse = max_score + std::log(sum_exp);
+        store_f64(lse_BHT, lse_offset(lse_BHT, b, h, t), lse);
+        const int64_t out_row = row_offset(out_BTHD, b, t, h);
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int64_t s = start; s <= t; ++s)
+            acc += std::exp(score_T[size_t(s)] - lse) * load_f64(v_BTKD, row_offset(v_BTKD, b, s, kv) + d);
+          store_f64(out_BTHD, out_row + d, acc);
+        }
+      }
+    }
+  }
+}
+
+void attention_backward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
+                        TensorView out_BTHD, TensorView lse_BHT, TensorView dout_BTHD, TensorView dq_BTHD,
+                        TensorView dk_BTKD, TensorView dv_BTKD) {
+  const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+  check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
+  const auto [B, T, H, K, D, scale] = dims;
+  const int64_t group = H / K;
+  // dK and dV gather from every query head of the group and every later query: sum in f64, store once.
+  const Tensor dk_acc({B, T, K, D}, DType::f64), dv_acc({B, T, K, D}, DType::f64);
+  double* dk_f64 = dk_acc.data<double>();
+  double* dv_f64 = dv_acc.data<double>();
+  std::vector<double> p_T(static_cast<size_t>(T)), ds_T(static_cast<size_t>(T));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kv = h / group;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t start = document_of(params.cu_seqlens, b, T, t).start;
+        const int64_t q_row = row_offset(q_BTHD, b, t, h);
+        const int64_t dout_row = row_offset(dout_BTHD, b, t, h);
+        const double lse = load_f64(lse_BHT, lse_offset(lse_BHT, b, h, t));
+        // D_t = rowsum(dO * O) = sum_s P_s dP_s, from the forward output.
+        const double delta = dot_rows(dout_BTHD, dout_row, out_BTHD, row_offset(out_BTHD, b, t, h), D);
+        for (int64_t s = start; s <= t; ++s) {
+          const double p = std::exp(scale * dot_rows(q_BTHD, q_row, k_BTKD, row_offset(k_BTKD, b, s, kv), D) - lse);
+          const double dp = dot_rows(dout_BTHD, dout_row, v_BTKD, row_offset(v_BTKD, b, s, kv), D);
+          p_T[size_t(s)] = p;
+          ds_T[size_t(s)] = p * (dp - delta);
+        }
+        const int64_t dq_row = row_offset(dq_BTHD, b, t, h);
+        for (int64_t d = 0; d < D; ++d) {
+          double dq = 0;
+          for (int64_t s = start; s <= t; ++s)
+            dq += ds_T[size_t(s)] * load_f64(k_BTKD, row_offset(k_BTKD, b, s, kv) + d);
+          store_f64(dq_BTHD, dq_row + d, scale * dq);
+        }
+        for (int64_t s = start; s <= t; ++s) {
+          const int64_t acc_row = ((b * T + s) * K + kv) * D;
+          for (int64_t d = 0; d < D; ++d) {
+            dk_f64[acc_row + d] += scale * ds_T[size_t(s)] * load_f64(q_BTHD, q_row + d);
+            dv_f64[acc_row + d] += p_T[size_t(s)] * load_f64(dout_BTHD, dout_row + d);
+          }
+        }
+      }
+    }
+  }
+  copy_convert(dk_acc, dk_BTKD);
+  copy_convert(dv_acc, dv_BTKD);
+}
 
 }  // namespace rf::kernels::ref

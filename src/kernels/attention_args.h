@@ -1,0 +1,99 @@
+// Shared by the ref and cpu attention kernels, so both reject exactly the same calls: the
+// argument checks (shapes, dtypes, layouts, cu_seqlens) and the lookup of a token's document in a
+// packed row. Neither is hot: the checks run once per call, the lookup once per query row or block.
+// The functions sit in an unnamed namespace on purpose: each cpu variant's translation unit gets
+// its own copy, so no instance compiled for one instruction set is shared with another (see
+// cpu/cpu_kernels.h).
+// Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/attention.h"
+
+namespace rf::kernels {
+namespace {
+
+struct AttentionDims {
+  int64_t B, T, H, K, D;
+  double scale;  // softmax_scale resolved (0 -> 1 / sqrt(D))
+};
+
+// Validates cu_seqlens: [0, ..., B*T], non-decreasing, and no document crossing a row boundary
+// (a kernel walks one row at a time, so a document that spills into the next row cannot be served).
+inline void check_cu_seqlens(std::span<const int32_t> cu_seqlens, int64_t B, int64_t T) {
+  if (cu_seqlens.empty()) return;
+  RF_CHECK(cu_seqlens.size() >= 2, "attention: cu_seqlens needs at least [0, B*T], got {} entries", cu_seqlens.size());
+  RF_CHECK(cu_seqlens.front() == 0, "attention: cu_seqlens must start at 0, got {}", cu_seqlens.front());
+  RF_CHECK(cu_seqlens.back() == B * T, "attention: cu_seqlens must end at B*T = {}*{} = {}, got {}", B, T, B * T,
+           cu_seqlens.back());
+  for (size_t i = 1; i < cu_seqlens.size(); ++i) {
+    const int64_t start = cu_seqlens[i - 1], end = cu_seqlens[i];
+    RF_CHECK(start <= end, "attention: cu_seqlens must be non-decreasing, got {} then {} at index {}", start, end, i);
+    RF_CHECK(start == end || start / T == (end - 1) / T,
+             "attention: document [{}, {}) of cu_seqlens crosses the boundary between rows {} and {} (T = {}); "
+             "every packed document must lie inside one row",
+             start, end, start / T, (end - 1) / T, T);
+  }
+}
+
+// Checks the forward arguments (the backward's inputs are the same tensors) and returns the dims.
+inline AttentionDims check_attention_args(const AttentionParams& params, const TensorView& q_BTHD,
+                                          const TensorView& k_BTKD, const TensorView& v_BTKD,
+                                          const TensorView& out_BTHD, const TensorView& lse_BHT) {
+  RF_CHECK(q_BTHD.rank() == 4, "attention: q_BTHD must have rank 4, got {}", q_BTHD.describe());
+  RF_CHECK(k_BTKD.rank() == 4, "attention: k_BTKD must have rank 4, got {}", k_BTKD.describe());
+  const DType dtype = q_BTHD.dtype();
+  RF_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f64,
+           "attention: q_BTHD must be f32, bf16 or f64, got {}", dtype_name(dtype));
+  const AttentionDims dims{q_BTHD.size(0), q_BTHD.size(1), q_BTHD.size(2), k_BTKD.size(2), q_BTHD.size(3), 0.0};
+  RF_CHECK(dims.K > 0 && dims.H % dims.K == 0, "attention: {} query heads are not a multiple of {} kv heads", dims.H,
+           dims.K);
+  check_shape(k_BTKD, {dims.B, dims.T, dims.K, dims.D}, "k_BTKD");
+  check_shape(v_BTKD, {dims.B, dims.T, dims.K, dims.D}, "v_BTKD");
+  check_shape(out_BTHD, {dims.B, dims.T, dims.H, dims.D}, "out_BTHD");
+  check_shape(lse_BHT, {dims.B, dims.H, dims.T}, "lse_BHT");
+  check_dtype(k_BTKD, dtype, "k_BTKD");
+  check_dtype(v_BTKD, dtype, "v_BTKD");
+  check_dtype(out_BTHD, dtype, "out_BTHD");
+  check_dtype(lse_BHT, dtype == DType::f64 ? DType::f64 : DType::f32, "lse_BHT");
+  for (const TensorView* x : {&q_BTHD, &k_BTKD, &v_BTKD, &out_BTHD})
+    RF_CHECK(x->inner_contiguous(), "attention: head dim must be contiguous, got {}", x->describe());
+  check_cu_seqlens(params.cu_seqlens, dims.B, dims.T);
+  const double scale = params.softmax_scale != 0.0 ? params.softmax_scale : 1.0 / std::sqrt(double(dims.D));
+  return {dims.B, dims.T, dims.H, dims.K, dims.D, scale};
+}
+
+inline void check_attention_grads(const AttentionDims& dims, DType dtype, const TensorView& dout_BTHD,
+                                  const TensorView& dq_BTHD, const TensorView& dk_BTKD, const TensorView& dv_BTKD) {
+  check_shape(dout_BTHD, {dims.B, dims.T, dims.H, dims.D}, "dout_BTHD");
+  check_shape(dq_BTHD, {dims.B, dims.T, dims.H, dims.D}, "dq_BTHD");
+  check_shape(dk_BTKD, {dims.B, dims.T, dims.K, dims.D}, "dk_BTKD");
+  check_shape(dv_BTKD, {dims.B, dims.T, dims.K, dims.D}, "dv_BTKD");
+  for (const TensorView* x : {&dout_BTHD, &dq_BTHD, &dk_BTKD, &dv_BTKD}) {
+    check_dtype(*x, dtype, "attention gradient");
+    RF_CHECK(x->inner_contiguous(), "attention: head dim must be contiguous, got {}", x->describe());
+  }
+}
+
+// A document as row-local positions [start, end).
+struct DocumentSpan {
+  int64_t start, end;
+};
+
+// The document holding position t of row b (cu_seqlens already validated).
+inline DocumentSpan document_of(std::span<const int32_t> cu_seqlens, int64_t b, int64_t T, int64_t t) {
+  if (cu_seqlens.empty()) return {0, T};
+  const int64_t row_start = b * T, token = row_start + t;
+  // Bisect for adjacent boundaries with cu[lo] <= token < cu[hi] (cu starts at 0 and ends at
+  // B*T): cu[hi] ends the token's document and cu[lo] starts it, even around empty documents.
+  size_t lo = 0, hi = cu_seqlens.size() - 1;
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    (cu_seqlens[mid] <= token ? lo : hi) = mid;
+  }
+  return {cu_seqlens[lo] - row_start, cu_seqlens[hi] - row_start};
+}
+
+}  // namespace
+}  // namespace rf::kernels

@@ -1,0 +1,90 @@
+// oneDNN matmul behind the bf16 path of the cpu GEMM and linear kernels (see onednn_matmul.h).
+#include "kernels/cpu/onednn_matmul.h"
+
+#include <dnnl.hpp>
+#include <unordered_map>
+
+#include "core/element_access.h"
+
+namespace rf::kernels::RF_CPU_NS {
+namespace {
+
+using OnednnType = dnnl::memory::data_type;
+
+OnednnType onednn_type(DType dtype) {
+  RF_CHECK(dtype == DType::f32 || dtype == DType::bf16, "onednn_matmul: unsupported dtype {}", dtype_name(dtype));
+  return dtype == DType::f32 ? OnednnType::f32 : OnednnType::bf16;
+}
+
+// A dim of extent 1 keeps whatever stride its parent view had there. Give it the stride a dense
+// layout of the same order would have, so that oneDNN sees a plain row- or column-major matrix
+// (its fast kernels take only those) and its primitive cache sees one key per shape.
+dnnl::memory::desc matrix_desc(const TensorView& m) {
+  int64_t stride0 = m.stride(0), stride1 = m.stride(1);
+  if (m.size(0) == 1) stride0 = stride1 == 1 ? m.size(1) : 1;
+  if (m.size(1) == 1) stride1 = stride0 == 1 ? m.size(0) : 1;
+  return dnnl::memory::desc({m.size(0), m.size(1)}, onednn_type(m.dtype()), {stride0, stride1});
+}
+
+// One CPU engine for the process (an allowed singleton: it owns no data of ours, and oneDNN's
+// primitive cache is keyed by it). Streams are per calling thread, since a stream is not meant to
+// be used by two threads at once.
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// The K == 0 case: the product is empty, so c = beta * c (+ bias). oneDNN 2.6 faults (SIGFPE)
+// creating a matmul with an empty K; this is a cold path, hence the generic element access.
+void scale_and_add_bias(TensorView bias_N, TensorView c_MN, float beta) {
+  for (int64_t m = 0; m < c_MN.size(0); ++m) {
+    for (int64_t n = 0; n < c_MN.size(1); ++n) {
+      const int64_t at = m * c_MN.stride(0) + n;
+      double value = beta == 0.0f ? 0.0 : beta * load_f64(c_MN, at);
+      if (!bias_N.empty()) value += load_f64(bias_N, n * bias_N.stride(0));
+      store_f64(c_MN, at, value);
+    }
+  }
+}
+
+}  // namespace
+
+void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView bias_N, TensorView c_MN, float alpha, float beta) {
+  const int64_t M = c_MN.size(0), N = c_MN.size(1), K = a_MK.size(1);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_and_add_bias(bias_N, c_MN, beta);
+
+  // oneDNN 2.x: output scales multiply the product before post-ops, and the sum post-op adds
+  // beta * (previous dst), read in dst's dtype and accumulated in f32.
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::engine& engine = cpu_engine();
+  const dnnl::memory::desc a_md = matrix_desc(a_MK), b_md = matrix_desc(b_KN), c_md = matrix_desc(c_MN);
+  // The matmul objects, memory wrappers and argument map are small per-call heap objects that
+  // oneDNN's API requires; after the first call with the same shapes, strides, dtypes and
+  // attributes the primitive comes from oneDNN's primitive cache (a few microseconds in all).
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(a_md, engine, a_MK.raw())},
+                                             {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, b_KN.raw())},
+                                             {DNNL_ARG_DST, dnnl::memory(c_md, engine, c_MN.raw())}};
+  dnnl::matmul::desc desc(a_md, b_md, c_md);
+  if (!bias_N.empty()) {
+    const dnnl::memory::desc bias_md({1, N}, onednn_type(bias_N.dtype()), {N, 1});
+    desc = dnnl::matmul::desc(a_md, b_md, bias_md, c_md);
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine, bias_N.raw()));
+  }
+  dnnl::stream& stream = cpu_stream();
+  dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine)).execute(stream, args);
+  stream.wait();
+}
+
+}  // namespace rf::kernels::RF_CPU_NS

@@ -1,0 +1,321 @@
+// Causal GQA attention: the ref kernel against hand-derivable cases and finite differences (f64),
+// every cpu variant this machine runs against the ref (f32 and bf16; GQA, MHA, MQA, odd D, T=1,
+// packed documents, q/k/v sliced from a fused qkv buffer, padded outputs with sentinels), packed
+// attention against per-document runs, thread-count independence, and argument errors.
+// Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/fast_variants.h"
+#include "kernels/kernel_registry.h"
+#include "support/test_support.h"
+
+namespace rf::kernels {
+namespace {
+
+using rf::testing::expect_close;
+using rf::testing::GuardedTensor;
+using rf::testing::Layout;
+using rf::testing::random_tensor;
+
+struct AttentionCase {
+  std::string name;
+  int64_t B, T, H, K, D;
+  std::vector<int32_t> cu_seqlens;
+  // strided: q/k/v are slices of one fused [B, T, (H + 2K) * D] buffer, outputs and the other
+  // backward inputs have padded rows.
+  Layout layout = Layout::contiguous;
+  double softmax_scale = 0.0;
+};
+
+const std::vector<AttentionCase>& conformance_cases() {
+  static const std::vector<AttentionCase> kCases = {
+      {"T1", 1, 1, 1, 1, 4, {}},
+      {"gqa", 2, 7, 6, 2, 5, {}},
+      {"gqa_strided", 2, 7, 6, 2, 5, {}, Layout::strided},
+      {"mha_strided_scale", 2, 9, 3, 3, 8, {}, Layout::strided, 0.3},
+      {"mqa_two_blocks", 1, 37, 4, 1, 16, {}},
+      {"odd_d", 1, 11, 2, 1, 13, {}, Layout::strided},
+      {"packed_one_row", 1, 13, 4, 2, 6, {0, 4, 5, 13}, Layout::strided},
+      {"packed_per_row", 2, 6, 2, 1, 5, {0, 2, 6, 9, 12}},
+      {"packed_empty_doc", 2, 6, 4, 4, 3, {0, 3, 3, 6, 12, 12}, Layout::strided},
+      {"packed_across_blocks", 1, 70, 4, 2, 7, {0, 30, 31, 66, 70}, Layout::strided},
+  };
+  return kCases;
+}
+
+DType lse_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
+
+// q, k, v of one case: views into a fused qkv buffer (strided) or separate contiguous tensors.
+struct QkvInputs {
+  Tensor qkv_BTND;  // [B, T, H + 2K, D]
+  Tensor q_own, k_own, v_own;
+  TensorView q, k, v;
+};
+
+QkvInputs make_qkv(const AttentionCase& c, DType dtype, uint64_t seed) {
+  QkvInputs in;
+  // [-2, 2) makes the softmax peaked enough that a masking or scaling slip shows.
+  in.qkv_BTND = random_tensor({c.B, c.T, c.H + 2 * c.K, c.D}, dtype, seed, -2.0, 2.0);
+  in.q = in.qkv_BTND.view().slice(2, 0, c.H);
+  in.k = in.qkv_BTND.view().slice(2, c.H, c.K);
+  in.v = in.qkv_BTND.view().slice(2, c.H + c.K, c.K);
+  if (c.layout == Layout::contiguous) {
+    in.q_own = clone(in.q, dtype);
+    in.k_own = clone(in.k, dtype);
+    in.v_own = clone(in.v, dtype);
+    in.q = in.q_own;
+    in.k = in.k_own;
+    in.v = in.v_own;
+  }
+  return in;
+}
+
+// An output buffer prefilled with junk, so a kernel that skips an element fails the comparison.
+GuardedTensor junk_output(Shape shape, DType dtype, Layout layout, uint64_t seed) {
+  return rf::testing::guarded_copy(random_tensor(shape, dtype, seed, 5.0, 9.0), layout);
+}
+
+AttentionParams params_of(const AttentionCase& c) {
+  return AttentionParams{.softmax_scale = c.softmax_scale, .cu_seqlens = c.cu_seqlens};
+}
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+// f32: both sides see the same inputs and differ only by f32 vs f64 sums. bf16: the same, and the
+// outputs are rounded to bf16 (relative step 2^-8), so they may differ by one bf16 ulp.
+Tolerance tolerance_of(DType dtype) { return dtype == DType::bf16 ? Tolerance{1e-2, 1e-4} : Tolerance{1e-5, 1e-5}; }
+
+void check_case_against_ref(const AttentionCase& c, DType dtype) {
+  SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
+  const QkvInputs in = make_qkv(c, dtype, 11);
+  const AttentionParams params = params_of(c);
+  const Shape q_shape{c.B, c.T, c.H, c.D}, kv_shape{c.B, c.T, c.K, c.D}, lse_shape{c.B, c.H, c.T};
+
+  const GuardedTensor out_ref = junk_output(q_shape, dtype, Layout::contiguous, 1);
+  const GuardedTensor lse_ref = junk_output(lse_shape, DType::f32, Layout::contiguous, 2);
+  ref::table().attention_forward(params, in.q, in.k, in.v, out_ref, lse_ref);
+  // The backward's own inputs, laid out like the case's outputs.
+  const GuardedTensor out_in = rf::testing::guarded_copy(out_ref, c.layout);
+  const GuardedTensor lse_in = rf::testing::guarded_copy(lse_ref, c.layout);
+  const GuardedTensor dout = rf::testing::guarded_copy(random_tensor(q_shape, dtype, 12), c.layout);
+  const GuardedTensor dq_ref = junk_output(q_shape, dtype, Layout::contiguous, 3);
+  const GuardedTensor dk_ref = junk_output(kv_shape, dtype, Layout::contiguous, 4);
+  const GuardedTensor dv_ref = junk_output(kv_shape, dtype, Layout::contiguous, 5);
+  ref::table().attention_backward(params, in.q, in.k, in.v, out_in, lse_in, dout, dq_ref, dk_ref, dv_ref);
+
+  const Tolerance tol = tolerance_of(dtype);
+  for (const KernelTable* table : fast_tables()) {
+    SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
+    const GuardedTensor out = junk_output(q_shape, dtype, c.layout, 6);
+    const GuardedTensor lse = junk_output(lse_shape, DType::f32, c.layout, 7);
+    table->attention_forward(params, in.q, in.k, in.v, out, lse);
+    expect_close(out, out_ref, tol.rtol, tol.atol, "out");
+    // lse is f32 for both dtypes and computed from the same inputs.
+    expect_close(lse, lse_ref, 1e-5, 1e-5, "lse");
+    out.expect_sentinels_intact("out");
+    lse.expect_sentinels_intact("lse");
+
+    const GuardedTensor dq = junk_output(q_shape, dtype, c.layout, 8);
+    const GuardedTensor dk = junk_output(kv_shape, dtype, c.layout, 9);
+    const GuardedTensor dv = junk_output(kv_shape, dtype, c.layout, 10);
+    table->attention_backward(params, in.q, in.k, in.v, out_in, lse_in, dout, dq, dk, dv);
+    expect_close(dq, dq_ref, tol.rtol, tol.atol, "dq");
+    expect_close(dk, dk_ref, tol.rtol, tol.atol, "dk");
+    expect_close(dv, dv_ref, tol.rtol, tol.atol, "dv");
+    dq.expect_sentinels_intact("dq");
+    dk.expect_sentinels_intact("dk");
+    dv.expect_sentinels_intact("dv");
+  }
+}
+
+TEST(AttentionCpu, MatchesRefF32) {
+  for (const AttentionCase& c : conformance_cases()) check_case_against_ref(c, DType::f32);
+}
+
+TEST(AttentionCpu, MatchesRefBf16) {
+  for (const AttentionCase& c : conformance_cases()) check_case_against_ref(c, DType::bf16);
+}
+
+// With q = 0 every visible key scores 0: out is the mean of v over the query's document prefix and
+// lse = log(prefix length). Checks the ref's masking and document handling independently.
+TEST(AttentionRef, ZeroQueriesAverageTheVisiblePrefix) {
+  const AttentionCase c{"uniform", 2, 6, 2, 1, 3, {0, 2, 6, 9, 9, 12}};
+  const Tensor q({c.B, c.T, c.H, c.D}, DType::f64);
+  const Tensor k = random_tensor({c.B, c.T, c.K, c.D}, DType::f64, 21);
+  const Tensor v = random_tensor({c.B, c.T, c.K, c.D}, DType::f64, 22);
+  const Tensor out({c.B, c.T, c.H, c.D}, DType::f64), lse({c.B, c.H, c.T}, DType::f64);
+  ref::table().attention_forward(params_of(c), q, k, v, out, lse);
+  const int64_t doc_start_BT[2][6] = {{0, 0, 2, 2, 2, 2}, {0, 0, 0, 3, 3, 3}};  // row-local
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t h = 0; h < c.H; ++h) {
+        const int64_t start = doc_start_BT[b][t];
+        EXPECT_NEAR(lse.at<double>({b, h, t}), std::log(double(t - start + 1)), 1e-14) << b << " " << t;
+        for (int64_t d = 0; d < c.D; ++d) {
+          double mean = 0;
+          for (int64_t s = start; s <= t; ++s) mean += v.at<double>({b, s, 0, d});
+          mean /= double(t - start + 1);
+          EXPECT_NEAR(out.at<double>({b, t, h, d}), mean, 1e-14) << b << " " << t << " " << h << " " << d;
+        }
+      }
+}
+
+// loss = sum(out * r): dq, dk, dv of the ref backward (dout = r) at every coordinate, in f64.
+void check_ref_backward_against_fd(const AttentionCase& c) {
+  SCOPED_TRACE(c.name);
+  const AttentionParams params = params_of(c);
+  const Tensor q = random_tensor({c.B, c.T, c.H, c.D}, DType::f64, 31, -2.0, 2.0);
+  const Tensor k = random_tensor({c.B, c.T, c.K, c.D}, DType::f64, 32, -2.0, 2.0);
+  const Tensor v = random_tensor({c.B, c.T, c.K, c.D}, DType::f64, 33);
+  const Tensor r = random_tensor({c.B, c.T, c.H, c.D}, DType::f64, 34);
+  const Tensor out({c.B, c.T, c.H, c.D}, DType::f64), lse({c.B, c.H, c.T}, DType::f64);
+  auto loss = [&] {
+    ref::table().attention_forward(params, q, k, v, out, lse);
+    double sum = 0;
+    for (int64_t i = 0; i < out.numel(); ++i) sum += out.data<double>()[i] * r.data<double>()[i];
+    return sum;
+  };
+  loss();
+  const Tensor dq({c.B, c.T, c.H, c.D}, DType::f64);
+  const Tensor dk({c.B, c.T, c.K, c.D}, DType::f64), dv({c.B, c.T, c.K, c.D}, DType::f64);
+  ref::table().attention_backward(params, q, k, v, out, lse, r, dq, dk, dv);
+  rf::testing::expect_gradient_matches_fd(loss, q, dq, "dq");
+  rf::testing::expect_gradient_matches_fd(loss, k, dk, "dk");
+  rf::testing::expect_gradient_matches_fd(loss, v, dv, "dv");
+}
+
+TEST(AttentionRef, BackwardMatchesFiniteDifferences) {
+  check_ref_backward_against_fd({"gqa_two_docs", 1, 5, 4, 2, 3, {0, 2, 5}});
+  check_ref_backward_against_fd({"two_rows_scale", 2, 3, 2, 1, 2, {}, Layout::contiguous, 0.7});
+}
+
+// Packed attention over documents equals running each document on its own (forward and backward).
+void check_packed_equals_separate(const KernelTable& table, DType dtype, double tol) {
+  SCOPED_TRACE(std::string(kernel_variant_name(table.variant)) + " " + std::string(dtype_name(dtype)));
+  const AttentionCase c{"packed", 1, 13, 4, 2, 5, {0, 4, 5, 13}, Layout::strided};
+  const QkvInputs in = make_qkv(c, dtype, 41);
+  const Tensor dout = random_tensor({c.B, c.T, c.H, c.D}, dtype, 42);
+  const Shape q_shape{c.B, c.T, c.H, c.D}, kv_shape{c.B, c.T, c.K, c.D};
+  const Tensor out(q_shape, dtype), lse({c.B, c.H, c.T}, lse_dtype(dtype));
+  const Tensor dq(q_shape, dtype), dk(kv_shape, dtype), dv(kv_shape, dtype);
+  table.attention_forward(params_of(c), in.q, in.k, in.v, out, lse);
+  table.attention_backward(params_of(c), in.q, in.k, in.v, out, lse, dout, dq, dk, dv);
+
+  const Tensor out_sep(q_shape, dtype), lse_sep({c.B, c.H, c.T}, lse_dtype(dtype));
+  const Tensor dq_sep(q_shape, dtype), dk_sep(kv_shape, dtype), dv_sep(kv_shape, dtype);
+  for (size_t i = 0; i + 1 < c.cu_seqlens.size(); ++i) {
+    const int64_t start = c.cu_seqlens[i], length = c.cu_seqlens[i + 1] - start;
+    auto doc = [&](const TensorView& x) { return x.slice(1, start, length); };
+    const TensorView lse_doc = lse_sep.view().slice(2, start, length);
+    table.attention_forward({}, doc(in.q), doc(in.k), doc(in.v), doc(out_sep), lse_doc);
+    table.attention_backward({}, doc(in.q), doc(in.k), doc(in.v), doc(out_sep), lse_doc, doc(dout), doc(dq_sep),
+                             doc(dk_sep), doc(dv_sep));
+  }
+  expect_close(out, out_sep, tol, tol, "out");
+  expect_close(lse, lse_sep, tol, tol, "lse");
+  expect_close(dq, dq_sep, tol, tol, "dq");
+  expect_close(dk, dk_sep, tol, tol, "dk");
+  expect_close(dv, dv_sep, tol, tol, "dv");
+}
+
+TEST(AttentionRef, PackedEqualsSeparateDocuments) { check_packed_equals_separate(ref::table(), DType::f64, 1e-13); }
+
+TEST(AttentionCpu, PackedEqualsSeparateDocuments) {
+  for (const KernelTable* table : fast_tables()) check_packed_equals_separate(*table, DType::f32, 1e-6);
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return std::memcmp(a.view().raw(), b.view().raw(), a.nbytes()) == 0;
+}
+
+// MQA with packed documents: every query head writes into the same dK/dV rows, the worst case for
+// a race or an order that depends on the thread count. (Large enough for the kernel to go parallel.)
+TEST(AttentionCpu, ResultsDoNotDependOnThreadCount) {
+  const AttentionCase c{"mqa_packed", 1, 70, 4, 1, 9, {0, 33, 40, 70}};
+  const QkvInputs in = make_qkv(c, DType::f32, 51);
+  const Tensor dout = random_tensor({c.B, c.T, c.H, c.D}, DType::f32, 52);
+  const int saved_threads = omp_get_max_threads();
+  for (const KernelTable* table : fast_tables()) {
+    SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
+    std::vector<std::vector<Tensor>> runs;  // per thread count: out, lse, dq, dk, dv
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      std::vector<Tensor> run;
+      run.emplace_back(Shape{c.B, c.T, c.H, c.D}, DType::f32);
+      run.emplace_back(Shape{c.B, c.H, c.T}, DType::f32);
+      run.emplace_back(Shape{c.B, c.T, c.H, c.D}, DType::f32);
+      run.emplace_back(Shape{c.B, c.T, c.K, c.D}, DType::f32);
+      run.emplace_back(Shape{c.B, c.T, c.K, c.D}, DType::f32);
+      table->attention_forward(params_of(c), in.q, in.k, in.v, run[0], run[1]);
+      table->attention_backward(params_of(c), in.q, in.k, in.v, run[0], run[1], dout, run[2], run[3], run[4]);
+      runs.push_back(std::move(run));
+    }
+    const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+    for (size_t r = 1; r < runs.size(); ++r)
+      for (size_t i = 0; i < runs[0].size(); ++i)
+        EXPECT_TRUE(bitwise_equal(runs[0][i], runs[r][i])) << names[i] << " differs with " << r + 1 << " threads";
+  }
+  omp_set_num_threads(saved_threads);
+}
+
+// Runs `fn`, expecting an rf::Error whose message contains `needle`.
+template <class Fn>
+void expect_error_mentioning(Fn&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an rf::Error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(AttentionErrors, RejectsHeadsNotAMultipleOfKvHeads) {
+  const Tensor q({1, 2, 6, 4}, DType::f32), k({1, 2, 4, 4}, DType::f32), v({1, 2, 4, 4}, DType::f32);
+  const Tensor out({1, 2, 6, 4}, DType::f32), lse({1, 6, 2}, DType::f32);
+  std::vector<const KernelTable*> tables = fast_tables();
+  tables.push_back(&ref::table());
+  for (const KernelTable* table : tables) {
+    expect_error_mentioning([&] { table->attention_forward({}, q, k, v, out, lse); }, "not a multiple");
+    expect_error_mentioning([&] { table->attention_backward({}, q, k, v, out, lse, out, q, k, v); }, "not a multiple");
+  }
+}
+
+TEST(AttentionErrors, CpuRejectsF64) {
+  const Tensor q({1, 2, 2, 4}, DType::f64), k({1, 2, 1, 4}, DType::f64), v({1, 2, 1, 4}, DType::f64);
+  const Tensor out({1, 2, 2, 4}, DType::f64), lse({1, 2, 2}, DType::f64);
+  for (const KernelTable* table : fast_tables())
+    expect_error_mentioning([&] { table->attention_forward({}, q, k, v, out, lse); }, "f32 or bf16");
+}
+
+TEST(AttentionErrors, RejectsBadCuSeqlens) {
+  // B = 2, T = 4: B*T = 8.
+  const Tensor q({2, 4, 2, 3}, DType::f32), k({2, 4, 1, 3}, DType::f32), v({2, 4, 1, 3}, DType::f32);
+  const Tensor out({2, 4, 2, 3}, DType::f32), lse({2, 2, 4}, DType::f32);
+  const std::vector<std::pair<std::vector<int32_t>, std::string>> bad = {
+      {{1, 8}, "start at 0"},
+      {{0, 4, 7}, "end at B*T"},
+      {{0, 3, 2, 8}, "non-decreasing"},
+      {{0, 3, 8}, "crosses the boundary between rows 0 and 1"},
+      {{0}, "at least"},
+  };
+  std::vector<const KernelTable*> tables = fast_tables();
+  tables.push_back(&ref::table());
+  for (const KernelTable* table : tables) {
+    for (const auto& [cu_seqlens, needle] : bad) {
+      const AttentionParams params{.cu_seqlens = cu_seqlens};
+      expect_error_mentioning([&] { table->attention_forward(params, q, k, v, out, lse); }, needle);
+      expect_error_mentioning([&] { table->attention_backward(params, q, k, v, out, lse, out, q, k, v); }, needle);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rf::kernels
