@@ -1,0 +1,173 @@
+#include "model/model_config.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace rf::model {
+namespace {
+
+// Reads `key` as T when present; a wrong JSON type is a ConfigError naming the key.
+template <class T>
+void read_optional(const nlohmann::json& json, const std::string& source, const char* key, T& out) {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return;
+  try {
+    out = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw ConfigError(key, fmt::format("in {}: unexpected value {}", source, it->dump()));
+  }
+}
+
+template <class T>
+void read_required(const nlohmann::json& json, const std::string& source, const char* key, T& out) {
+  if (!json.contains(key) || json.at(key).is_null())
+    throw ConfigError(key, fmt::format("missing from {}", source));
+  read_optional(json, source, key, out);
+}
+
+Arch parse_arch(const nlohmann::json& json, const std::string& source) {
+  std::string model_type;
+  read_optional(json, source, "model_type", model_type);
+  if (model_type.empty() && json.contains("architectures") && json["architectures"].is_array() &&
+      !json["architectures"].empty()) {
+    const std::string a = json["architectures"][0].get<std::string>();
+    if (a == "LlamaForCausalLM") model_type = "llama";
+    if (a == "Qwen2ForCausalLM") model_type = "qwen2";
+    if (a == "Qwen3ForCausalLM") model_type = "qwen3";
+  }
+  if (model_type == "llama") return Arch::llama;
+  if (model_type == "qwen2") return Arch::qwen2;
+  if (model_type == "qwen3") return Arch::qwen3;
+  throw ConfigError("model_type", fmt::format("in {}: unknown architecture '{}': expected llama, qwen2 or qwen3",
+                                              source, model_type));
+}
+
+}  // namespace
+
+std::string arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::llama: return "llama";
+    case Arch::qwen2: return "qwen2";
+    case Arch::qwen3: return "qwen3";
+  }
+  return "?";
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw ConfigError("<root>", fmt::format("{} is not a JSON object", source));
+  ModelConfig c;
+  c.arch = parse_arch(json, source);
+  read_required(json, source, "vocab_size", c.vocab_size);
+  read_required(json, source, "hidden_size", c.hidden_size);
+  read_required(json, source, "intermediate_size", c.intermediate_size);
+  read_required(json, source, "num_hidden_layers", c.num_hidden_layers);
+  read_required(json, source, "num_attention_heads", c.num_attention_heads);
+  c.num_key_value_heads = c.num_attention_heads;
+  read_optional(json, source, "num_key_value_heads", c.num_key_value_heads);
+  read_optional(json, source, "head_dim", c.head_dim);
+  if (c.head_dim == 0 && c.num_attention_heads > 0) {
+    // HF derives head_dim = hidden_size / num_attention_heads unless config.json states it (Qwen3
+    // does, and it may differ from that quotient).
+    if (c.hidden_size % c.num_attention_heads != 0)
+      throw ConfigError("hidden_size", fmt::format("in {}: {} is not divisible by num_attention_heads={}", source,
+                                                   c.hidden_size, c.num_attention_heads));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  read_optional(json, source, "rms_norm_eps", c.rms_norm_eps);
+  read_optional(json, source, "rope_theta", c.rope_theta);
+  read_optional(json, source, "max_position_embeddings", c.max_position_embeddings);
+  read_optional(json, source, "tie_word_embeddings", c.tie_word_embeddings);
+  read_optional(json, source, "initializer_range", c.initializer_range);
+  read_optional(json, source, "torch_dtype", c.torch_dtype);
+  if (json.contains("bos_token_id") && json["bos_token_id"].is_number_integer()) c.bos_token_id = json["bos_token_id"];
+  if (json.contains("eos_token_id") && json["eos_token_id"].is_number_integer()) c.eos_token_id = json["eos_token_id"];
+  c.attention_bias = c.arch == Arch::qwen2;
+  if (c.arch != Arch::qwen2) read_optional(json, source, "attention_bias", c.attention_bias);
+  c.qk_norm = c.arch == Arch::qwen3;
+
+  std::string act = "silu";
+  read_optional(json, source, "hidden_act", act);
+  if (act != "silu") throw ConfigError("hidden_act", fmt::format("in {}: '{}' is not supported: expected silu", source, act));
+  bool mlp_bias = false;
+  read_optional(json, source, "mlp_bias", mlp_bias);
+  if (mlp_bias) throw ConfigError("mlp_bias", fmt::format("in {}: MLP biases are not supported", source));
+  if (json.contains("rope_scaling") && !json["rope_scaling"].is_null())
+    throw ConfigError("rope_scaling", fmt::format("in {}: rope scaling {} is not supported yet", source,
+                                                  json["rope_scaling"].dump()));
+  bool sliding = false;
+  read_optional(json, source, "use_sliding_window", sliding);
+  if (sliding) throw ConfigError("use_sliding_window", fmt::format("in {}: sliding-window attention is not supported", source));
+  c.validate();
+  return c;
+}
+
+ModelConfig ModelConfig::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path, "cannot open model config");
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
+  }
+  return from_json(json, path);
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  static const char* kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
+  nlohmann::json j = {
+      {"architectures", {kArchitectures[int(arch)]}},
+      {"model_type", arch_name(arch)},
+      {"vocab_size", vocab_size},
+      {"hidden_size", hidden_size},
+      {"intermediate_size", intermediate_size},
+      {"num_hidden_layers", num_hidden_layers},
+      {"num_attention_heads", num_attention_heads},
+      {"num_key_value_heads", num_key_value_heads},
+      {"head_dim", head_dim},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", rms_norm_eps},
+      {"rope_theta", rope_theta},
+      {"rope_scaling", nullptr},
+      {"max_position_embeddings", max_position_embeddings},
+      {"tie_word_embeddings", tie_word_embeddings},
+      {"initializer_range", initializer_range},
+      {"torch_dtype", torch_dtype},
+  };
+  if (arch == Arch::llama) j["attention_bias"] = attention_bias;
+  if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
+  if (eos_token_id >= 0) j["eos_token_id"] = eos_token_id;
+  return j;
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](const char* key, int64_t value) {
+    if (value <= 0) throw ConfigError(key, fmt::format("must be positive, got {}", value));
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("intermediate_size", intermediate_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("num_key_value_heads", num_key_value_heads);
+  positive("head_dim", head_dim);
+  positive("max_position_embeddings", max_position_embeddings);
+  if (num_attention_heads % num_key_value_heads != 0)
+    throw ConfigError("num_key_value_heads", fmt::format("{} does not divide num_attention_heads={}",
+                                                         num_key_value_heads, num_attention_heads));
+  if (head_dim % 2 != 0) throw ConfigError("head_dim", fmt::format("must be even for rotary embeddings, got {}", head_dim));
+  if (!(rms_norm_eps > 0)) throw ConfigError("rms_norm_eps", fmt::format("must be positive, got {}", rms_norm_eps));
+  if (!(rope_theta > 0)) throw ConfigError("rope_theta", fmt::format("must be positive, got {}", rope_theta));
+}
+
+std::string ModelConfig::describe() const {
+  return fmt::format("{}: {} layers, hidden {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, {} embeddings", arch_name(arch),
+                     num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
+                     intermediate_size, vocab_size, tie_word_embeddings ? "tied" : "untied");
+}
+
+}  // namespace rf::model

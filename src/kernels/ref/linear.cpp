@@ -33,14 +33,16 @@ void matmul_typed(TensorView a_MK, TensorView b_KN, TensorView bias_N, TensorVie
   const TA* bias = bias_N.empty() ? nullptr : bias_N.data<TA>();
   TC* c = c_MN.data<TC>();
   const int64_t M = c_MN.size(0), N = c_MN.size(1), K = a_MK.size(1);
+  // Strides read once: the view accessors check their dim argument, too slow for the inner loop.
+  const int64_t a_m = a_MK.stride(0), a_k = a_MK.stride(1), b_k = b_KN.stride(0), b_n = b_KN.stride(1);
+  const int64_t c_m = c_MN.stride(0), c_n = c_MN.stride(1), bias_n = bias ? bias_N.stride(0) : 0;
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
-      for (int64_t k = 0; k < K; ++k)
-        acc += widen(a[m * a_MK.stride(0) + k * a_MK.stride(1)]) * widen(b[k * b_KN.stride(0) + n * b_KN.stride(1)]);
+      for (int64_t k = 0; k < K; ++k) acc += widen(a[m * a_m + k * a_k]) * widen(b[k * b_k + n * b_n]);
       double out = alpha * acc;
-      if (bias) out += widen(bias[n * bias_N.stride(0)]);
-      TC& dst = c[m * c_MN.stride(0) + n * c_MN.stride(1)];
+      if (bias) out += widen(bias[n * bias_n]);
+      TC& dst = c[m * c_m + n * c_n];
       if (beta != 0) out += beta * widen(dst);
       dst = narrow<TC>(out);
     }

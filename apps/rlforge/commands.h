@@ -1,0 +1,15 @@
+// The `rlforge` subcommands. Each registers its options on the CLI app and returns the function
+// that runs it; `main` parses, then runs the chosen one inside one guarded try block.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace rf::apps {
+
+using Command = std::function<int()>;
+
+Command add_info_command(CLI::App& app);
+Command add_demo_command(CLI::App& app);
+
+}  // namespace rf::apps

@@ -1,0 +1,167 @@
+#include "model/attention_block.h"
+
+#include "dist/tp_comm.h"
+#include "model/param_layout.h"
+#include "model/param_store.h"
+
+namespace rf::model {
+namespace {
+
+using kernels::Accumulate;
+
+TensorView rows(const Tensor& t, int64_t n) { return t.view().slice(0, 0, n); }
+
+TensorView optional_param(const auto& store, int64_t layer, const char* suffix, bool present) {
+  return present ? store.get(layer_param_name(layer, suffix)) : TensorView();
+}
+
+}  // namespace
+
+template <class Store>
+AttentionParams AttentionParams::bind(const Store& s, int64_t l, const ModelConfig& c) {
+  AttentionParams p;
+  p.norm_w_C = s.get(layer_param_name(l, "input_layernorm.weight"));
+  p.wq_HDC = s.get(layer_param_name(l, "self_attn.q_proj.weight"));
+  p.wk_KDC = s.get(layer_param_name(l, "self_attn.k_proj.weight"));
+  p.wv_KDC = s.get(layer_param_name(l, "self_attn.v_proj.weight"));
+  p.bq_HD = optional_param(s, l, "self_attn.q_proj.bias", c.attention_bias);
+  p.bk_KD = optional_param(s, l, "self_attn.k_proj.bias", c.attention_bias);
+  p.bv_KD = optional_param(s, l, "self_attn.v_proj.bias", c.attention_bias);
+  p.q_norm_w_D = optional_param(s, l, "self_attn.q_norm.weight", c.qk_norm);
+  p.k_norm_w_D = optional_param(s, l, "self_attn.k_norm.weight", c.qk_norm);
+  p.wo_CHD = s.get(layer_param_name(l, "self_attn.o_proj.weight"));
+  return p;
+}
+template AttentionParams AttentionParams::bind<ParamStore>(const ParamStore&, int64_t, const ModelConfig&);
+template AttentionParams AttentionParams::bind<GradBuffer>(const GradBuffer&, int64_t, const ModelConfig&);
+
+AttentionBlock::AttentionBlock(const ModelConfig& c, int64_t tp_size)
+    : qk_norm_(c.qk_norm),
+      eps_(c.rms_norm_eps),
+      theta_(c.rope_theta),
+      C_(c.hidden_size),
+      H_(c.num_attention_heads / tp_size),
+      K_(c.num_key_value_heads / tp_size),
+      D_(c.head_dim) {}
+
+void AttentionBlock::reserve(AttentionSaved& s, int64_t N, DType dtype, TensorAccount a) const {
+  const DType stat = dtype == DType::f64 ? DType::f64 : DType::f32;
+  s.xn_NC = Tensor({N, C_}, dtype, a);
+  s.rstd_N = Tensor({N}, stat, a);
+  s.q_NHD = Tensor({N, H_, D_}, dtype, a);
+  s.k_NKD = Tensor({N, K_, D_}, dtype, a);
+  s.v_NKD = Tensor({N, K_, D_}, dtype, a);
+  if (qk_norm_) {
+    s.q_raw_NHD = Tensor({N, H_, D_}, dtype, a);
+    s.k_raw_NKD = Tensor({N, K_, D_}, dtype, a);
+    s.rstd_q_NH = Tensor({N, H_}, stat, a);
+    s.rstd_k_NK = Tensor({N, K_}, stat, a);
+  }
+  s.attn_NHD = Tensor({N, H_, D_}, dtype, a);
+  s.lse_BHT = Tensor({N * H_}, stat, a);  // viewed as [B, H, T] for any B x T = N
+}
+
+void AttentionBlock::reserve(AttentionScratch& s, int64_t N, DType dtype, TensorAccount a) const {
+  s.dxn_NC = Tensor({N, C_}, dtype, a);
+  s.dq_NHD = Tensor({N, H_, D_}, dtype, a);
+  s.dk_NKD = Tensor({N, K_, D_}, dtype, a);
+  s.dv_NKD = Tensor({N, K_, D_}, dtype, a);
+  if (qk_norm_) {
+    s.dq_raw_NHD = Tensor({N, H_, D_}, dtype, a);
+    s.dk_raw_NKD = Tensor({N, K_, D_}, dtype, a);
+  }
+  s.dattn_NHD = Tensor({N, H_, D_}, dtype, a);
+}
+
+void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
+                             TensorView x_NC, TensorView h_NC, AttentionSaved& s) const {
+  const auto& k = ctx.kernels;
+  const int64_t N = shape.num_tokens(), B = shape.batch, T = shape.seq_len;
+  TensorView xn_NC = rows(s.xn_NC, N);
+  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
+  k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xn_NC, norm_saved);
+  dist::TpCopy::forward(ctx.parallel.tp(), xn_NC);
+
+  TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
+  TensorView q_proj = qk_norm_ ? rows(s.q_raw_NHD, N) : q_NHD;
+  TensorView k_proj = qk_norm_ ? rows(s.k_raw_NKD, N) : k_NKD;
+  k.linear_forward(xn_NC, w.wq_HDC, w.bq_HD, q_proj.reshape({N, H_ * D_}));
+  k.linear_forward(xn_NC, w.wk_KDC, w.bk_KD, k_proj.reshape({N, K_ * D_}));
+  k.linear_forward(xn_NC, w.wv_KDC, w.bv_KD, v_NKD.reshape({N, K_ * D_}));
+  if (qk_norm_) {
+    kernels::RmsNormSaved q_saved{rows(s.rstd_q_NH, N).reshape({N * H_})};
+    kernels::RmsNormSaved k_saved{rows(s.rstd_k_NK, N).reshape({N * K_})};
+    k.rmsnorm_forward({eps_}, q_proj.reshape({N * H_, D_}), w.q_norm_w_D, q_NHD.reshape({N * H_, D_}), q_saved);
+    k.rmsnorm_forward({eps_}, k_proj.reshape({N * K_, D_}), w.k_norm_w_D, k_NKD.reshape({N * K_, D_}), k_saved);
+  }
+  k.rope_forward({theta_, 0}, shape.positions_N, q_NHD);
+  k.rope_forward({theta_, 0}, shape.positions_N, k_NKD);
+
+  TensorView attn_NHD = rows(s.attn_NHD, N);
+  TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
+  k.attention_forward({0.0, shape.cu_seqlens}, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
+                      v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
+
+  // h = x + a Wo^T, with the residual added by the GEMM (beta = 1). Under TP each rank holds a
+  // partial product; only TP rank 0 adds x, so the TpReduce sum is x + the full product.
+  if (ctx.parallel.tp().rank() == 0) {
+    copy_convert(x_NC, h_NC);
+  } else {
+    fill_zero(h_NC);
+  }
+  k.gemm({kernels::Transpose::no, kernels::Transpose::yes, 1.0, 1.0}, attn_NHD.reshape({N, H_ * D_}), w.wo_CHD, h_NC);
+  dist::TpReduce::forward(ctx.parallel.tp(), h_NC);
+}
+
+void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
+                              const AttentionParams& g, TensorView x_NC, const AttentionSaved& s,
+                              AttentionScratch& scratch, TensorView dresid_NC) const {
+  const auto& k = ctx.kernels;
+  const int64_t N = shape.num_tokens(), B = shape.batch, T = shape.seq_len;
+  dist::TpReduce::backward(ctx.parallel.tp(), dresid_NC);
+
+  // o_proj: dattn = dh Wo, dWo += dh^T attn.
+  TensorView attn_NHD = rows(s.attn_NHD, N);
+  TensorView dattn_NHD = rows(scratch.dattn_NHD, N);
+  k.linear_dgrad(dresid_NC, w.wo_CHD, dattn_NHD.reshape({N, H_ * D_}), Accumulate::overwrite);
+  k.linear_wgrad(dresid_NC, attn_NHD.reshape({N, H_ * D_}), g.wo_CHD, TensorView());
+
+  TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
+  TensorView dq_NHD = rows(scratch.dq_NHD, N), dk_NKD = rows(scratch.dk_NKD, N), dv_NKD = rows(scratch.dv_NKD, N);
+  TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
+  k.attention_backward({0.0, shape.cu_seqlens}, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
+                       v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT,
+                       dattn_NHD.reshape({B, T, H_, D_}), dq_NHD.reshape({B, T, H_, D_}),
+                       dk_NKD.reshape({B, T, K_, D_}), dv_NKD.reshape({B, T, K_, D_}));
+  k.rope_backward({theta_, 0}, shape.positions_N, dq_NHD);
+  k.rope_backward({theta_, 0}, shape.positions_N, dk_NKD);
+
+  TensorView dq_proj = dq_NHD, dk_proj = dk_NKD;
+  if (qk_norm_) {
+    dq_proj = rows(scratch.dq_raw_NHD, N);
+    dk_proj = rows(scratch.dk_raw_NKD, N);
+    const kernels::RmsNormSaved q_saved{rows(s.rstd_q_NH, N).reshape({N * H_})};
+    const kernels::RmsNormSaved k_saved{rows(s.rstd_k_NK, N).reshape({N * K_})};
+    k.rmsnorm_backward({eps_}, dq_NHD.reshape({N * H_, D_}), rows(s.q_raw_NHD, N).reshape({N * H_, D_}),
+                       w.q_norm_w_D, q_saved, dq_proj.reshape({N * H_, D_}), g.q_norm_w_D, Accumulate::overwrite);
+    k.rmsnorm_backward({eps_}, dk_NKD.reshape({N * K_, D_}), rows(s.k_raw_NKD, N).reshape({N * K_, D_}),
+                       w.k_norm_w_D, k_saved, dk_proj.reshape({N * K_, D_}), g.k_norm_w_D, Accumulate::overwrite);
+  }
+
+  // q/k/v projections: dxn = dq Wq + dk Wk + dv Wv; weight (and bias) grads +=.
+  TensorView xn_NC = rows(s.xn_NC, N), dxn_NC = rows(scratch.dxn_NC, N);
+  const TensorView dq_2d = dq_proj.reshape({N, H_ * D_}), dk_2d = dk_proj.reshape({N, K_ * D_}),
+                   dv_2d = dv_NKD.reshape({N, K_ * D_});
+  k.linear_dgrad(dq_2d, w.wq_HDC, dxn_NC, Accumulate::overwrite);
+  k.linear_dgrad(dk_2d, w.wk_KDC, dxn_NC, Accumulate::add);
+  k.linear_dgrad(dv_2d, w.wv_KDC, dxn_NC, Accumulate::add);
+  k.linear_wgrad(dq_2d, xn_NC, g.wq_HDC, g.bq_HD);
+  k.linear_wgrad(dk_2d, xn_NC, g.wk_KDC, g.bk_KD);
+  k.linear_wgrad(dv_2d, xn_NC, g.wv_KDC, g.bv_KD);
+  dist::TpCopy::backward(ctx.parallel.tp(), dxn_NC);
+
+  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
+  k.rmsnorm_backward({eps_}, dxn_NC, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C, Accumulate::add);
+}
+
+}  // namespace rf::model

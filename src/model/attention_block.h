@@ -1,0 +1,64 @@
+// The attention half of a decoder layer, with its pre-norm and residual:
+//   xn = rmsnorm(x);  q, k, v = xn Wq^T (+bq), xn Wk^T (+bk), xn Wv^T (+bv)
+//   [qwen3] q, k = rmsnorm per head (q_norm, k_norm);  q, k = rope(q, k)
+//   a = attention(q, k, v);  h = x + a Wo^T
+// Tensor parallel: q/k/v are column-parallel (heads split over TP: H, K here are H/tp, K/tp), o_proj
+// is row-parallel; TpCopy sits before q/k/v, TpReduce after o_proj (identities at TP size 1).
+// Legend: N tokens, C hidden, H query heads, K kv heads, D head dim.
+#pragma once
+
+#include "core/tensor.h"
+#include "model/layer_context.h"
+#include "model/model_config.h"
+
+namespace rf::model {
+
+// Views of one layer's attention parameters (or of their gradients: same names, same shapes).
+struct AttentionParams {
+  TensorView norm_w_C;
+  TensorView wq_HDC, wk_KDC, wv_KDC;
+  TensorView bq_HD, bk_KD, bv_KD;  // empty without attention_bias
+  TensorView q_norm_w_D, k_norm_w_D;  // empty without qk_norm
+  TensorView wo_CHD;
+
+  template <class Store>
+  static AttentionParams bind(const Store& store, int64_t layer, const ModelConfig& config);
+};
+
+// Exactly what backward needs, sized for up to `max_tokens` at reserve time.
+struct AttentionSaved {
+  Tensor xn_NC, rstd_N;         // pre-norm output and its statistics
+  Tensor q_NHD, k_NKD, v_NKD;   // after q/k norm and rope: what attention read
+  Tensor q_raw_NHD, k_raw_NKD;  // before q/k norm (qwen3 only)
+  Tensor rstd_q_NH, rstd_k_NK;
+  Tensor attn_NHD, lse_BHT;
+};
+
+// Gradient scratch shared by all layers (overwritten each layer).
+struct AttentionScratch {
+  Tensor dxn_NC, dq_NHD, dk_NKD, dv_NKD, dq_raw_NHD, dk_raw_NKD, dattn_NHD;
+};
+
+class AttentionBlock {
+ public:
+  AttentionBlock(const ModelConfig& config, int64_t tp_size);
+
+  void reserve(AttentionSaved& saved, int64_t max_tokens, DType dtype, TensorAccount account) const;
+  void reserve(AttentionScratch& scratch, int64_t max_tokens, DType dtype, TensorAccount account) const;
+
+  // h_NC = x_NC + attention(x_NC).
+  void forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w, TensorView x_NC,
+               TensorView h_NC, AttentionSaved& saved) const;
+  // dresid_NC holds dL/dh on entry and dL/dx on return (the residual stream accumulates);
+  // parameter gradients += into g.
+  void backward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
+                const AttentionParams& g, TensorView x_NC, const AttentionSaved& saved, AttentionScratch& scratch,
+                TensorView dresid_NC) const;
+
+ private:
+  bool qk_norm_;
+  double eps_, theta_;
+  int64_t C_, H_, K_, D_;  // H and K are per TP rank
+};
+
+}  // namespace rf::model

@@ -1,0 +1,144 @@
+#include "model/causal_lm.h"
+
+#include "core/element_access.h"
+
+namespace rf::model {
+namespace {
+
+TensorView rows(const Tensor& t, int64_t n) { return t.view().slice(0, 0, n); }
+
+void check_ids(TensorView ids_N, int64_t limit, int64_t allowed_negative, const char* what) {
+  RF_CHECK(ids_N.dtype() == DType::i32 || ids_N.dtype() == DType::i64, "{}: expected i32 or i64 ids, got {}", what,
+           dtype_name(ids_N.dtype()));
+  for (int64_t n = 0; n < ids_N.numel(); ++n) {
+    const int64_t id = int64_t(load_f64(ids_N, n * ids_N.stride(0)));
+    RF_CHECK((id >= 0 && id < limit) || id == allowed_negative, "{}[{}] = {} is outside [0, {})", what, n, id, limit);
+  }
+}
+
+}  // namespace
+
+CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuffer* grads,
+                   const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker* tracker)
+    : config_(config),
+      params_(params),
+      grads_(grads),
+      kernels_(kernels),
+      parallel_(parallel),
+      activations_account_{tracker, MemoryTier::device, MemoryCategory::activations},
+      workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
+      attention_(config, parallel.tp().size()),
+      mlp_(config, parallel.tp().size()),
+      head_(config) {
+  config_.validate();
+  RF_CHECK(parallel.tp().size() == 1,
+           "tensor parallel size {}: the model runs at TP 1 until the distributed engine adds vocab-parallel "
+           "cross-entropy and weight sharding",
+           parallel.tp().size());
+  RF_CHECK(params.dtype() == DType::f32 || params.dtype() == DType::bf16 || params.dtype() == DType::f64,
+           "model weights in {}: expected f32, bf16 or f64", dtype_name(params.dtype()));
+  if (grads_)
+    RF_CHECK(grads_->dtype() == grad_dtype_for(params.dtype()), "gradients in {} for {} weights: expected {}",
+             dtype_name(grads_->dtype()), dtype_name(params.dtype()), dtype_name(grad_dtype_for(params.dtype())));
+  embed_w_VC_ = params.get("model.embed_tokens.weight");
+  head_weights_ = LmHeadParams::bind(params, config_);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+    layer_weights_.push_back({AttentionParams::bind(params, l, config_), MlpParams::bind(params, l)});
+  if (grads_) {
+    embed_grad_VC_ = grads_->get("model.embed_tokens.weight");
+    head_grads_ = LmHeadParams::bind(*grads_, config_);
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+      layer_grads_.push_back({AttentionParams::bind(*grads_, l, config_), MlpParams::bind(*grads_, l)});
+  }
+}
+
+void CausalLm::reserve(int64_t N) {
+  RF_CHECK(N > 0, "reserve: max_tokens must be positive, got {}", N);
+  const DType dtype = params_.dtype();
+  const int64_t L = config_.num_hidden_layers, C = config_.hidden_size;
+  residual_.clear();
+  mid_.clear();
+  attention_saved_.clear();
+  mlp_saved_.clear();
+  attention_saved_.resize(size_t(L));
+  mlp_saved_.resize(size_t(L));
+  for (int64_t l = 0; l <= L; ++l) residual_.emplace_back(Shape{N, C}, dtype, activations_account_);
+  for (int64_t l = 0; l < L; ++l) {
+    mid_.emplace_back(Shape{N, C}, dtype, activations_account_);
+    attention_.reserve(attention_saved_[size_t(l)], N, dtype, activations_account_);
+    mlp_.reserve(mlp_saved_[size_t(l)], N, dtype, activations_account_);
+  }
+  head_.reserve(head_saved_, head_scratch_, N, dtype, activations_account_, workspace_account_);
+  if (grads_) {
+    attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
+    mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
+    dresid_NC_ = Tensor({N, C}, dtype, workspace_account_);
+  }
+  capacity_ = N;
+}
+
+void CausalLm::validate(const ModelInputs& in) const {
+  const int64_t N = in.batch * in.seq_len;
+  RF_CHECK(in.batch > 0 && in.seq_len > 0, "inputs: batch {} x seq_len {} must both be positive", in.batch,
+           in.seq_len);
+  RF_CHECK(N <= capacity_, "inputs: {} tokens exceed the {} reserved (call reserve first)", N, capacity_);
+  RF_CHECK(in.tokens_N.rank() == 1 && in.tokens_N.numel() == N, "tokens_N: expected {} tokens, got {}", N,
+           in.tokens_N.shape().to_string());
+  RF_CHECK(in.positions_N.rank() == 1 && in.positions_N.numel() == N, "positions_N: expected {} positions, got {}", N,
+           in.positions_N.shape().to_string());
+  RF_CHECK(in.targets_N.rank() == 1 && in.targets_N.numel() == N, "targets_N: expected {} targets, got {}", N,
+           in.targets_N.shape().to_string());
+  RF_CHECK(in.temperature > 0, "temperature must be positive, got {}", in.temperature);
+  check_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
+  check_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
+  check_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
+}
+
+ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
+  validate(in);
+  inputs_ = in;
+  const int64_t N = in.batch * in.seq_len;
+  const LayerContext ctx = context();
+  const BatchShape shape{in.batch, in.seq_len, in.positions_N, in.cu_seqlens};
+
+  kernels_.embedding_forward({0}, in.tokens_N, embed_w_VC_, rows(residual_[0], N));
+  for (size_t i = 0; i < layer_weights_.size(); ++i) {
+    attention_.forward(ctx, shape, layer_weights_[i].attention, rows(residual_[i], N), rows(mid_[i], N),
+                       attention_saved_[i]);
+    mlp_.forward(ctx, N, layer_weights_[i].mlp, rows(mid_[i], N), rows(residual_[i + 1], N), mlp_saved_[i]);
+  }
+  const bool with_entropy = entropy == EntropyOutput::compute;
+  head_.forward(ctx, N, head_weights_, rows(residual_.back(), N), in.targets_N, in.temperature, with_entropy,
+                head_saved_);
+  forward_done_ = true;
+  return ModelOutputs{rows(head_saved_.logp_N, N), with_entropy ? rows(head_saved_.entropy_N, N) : TensorView()};
+}
+
+void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N) {
+  RF_CHECK(grads_ != nullptr, "backward on a model built without a GradBuffer");
+  RF_CHECK(forward_done_, "backward without a forward");
+  const ModelInputs& in = inputs_;
+  const int64_t N = in.batch * in.seq_len;
+  const DType stat = stat_dtype_for(params_.dtype());
+  check_shape(dlogp_N, Shape{N}, "dlogp_N");
+  check_dtype(dlogp_N, stat, "dlogp_N");
+  if (!dentropy_N.empty()) {
+    check_shape(dentropy_N, Shape{N}, "dentropy_N");
+    check_dtype(dentropy_N, stat, "dentropy_N");
+  }
+  const LayerContext ctx = context();
+  const BatchShape shape{in.batch, in.seq_len, in.positions_N, in.cu_seqlens};
+  TensorView dresid_NC = rows(dresid_NC_, N);
+
+  head_.backward(ctx, N, head_weights_, head_grads_, rows(residual_.back(), N), in.targets_N, in.temperature,
+                 head_saved_, head_scratch_, dlogp_N, dentropy_N, dresid_NC);
+  for (size_t i = layer_weights_.size(); i-- > 0;) {
+    mlp_.backward(ctx, N, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(mid_[i], N), mlp_saved_[i], mlp_scratch_,
+                  dresid_NC);
+    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(residual_[i], N),
+                        attention_saved_[i], attention_scratch_, dresid_NC);
+  }
+  kernels_.embedding_backward({0}, in.tokens_N, dresid_NC, embed_grad_VC_);
+}
+
+}  // namespace rf::model

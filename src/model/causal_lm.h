@@ -1,0 +1,81 @@
+// CausalLm: the dense decoder-only language model (Llama, Qwen2, Qwen3) with a hand-written
+// backward (DESIGN §2). It reads weights from a ParamStore and adds gradients into a GradBuffer,
+// both addressed by Hugging Face names; it owns only activations, sized once by `reserve`, so a
+// training step does not allocate.
+//
+// forward:  x0 = embed(tokens); x_{l+1} = mlp(attn(x_l)) with residuals; logp, entropy = head(x_L)
+// backward: the same in reverse; the caller's loss supplies dL/dlogp (and dL/dentropy).
+// Legend: N tokens (B*T), C hidden, V vocab, L layers.
+#pragma once
+
+#include <vector>
+
+#include "model/attention_block.h"
+#include "model/lm_head.h"
+#include "model/mlp_block.h"
+#include "model/model_inputs.h"
+#include "model/param_store.h"
+
+namespace rf::model {
+
+class CausalLm {
+ public:
+  // `grads` may be null for inference-only use. The parallel context's TP group must have size 1
+  // until the distributed engine lands (vocab-parallel cross-entropy and weight sharding are its).
+  CausalLm(const ModelConfig& config, const ParamStore& params, GradBuffer* grads,
+           const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
+           MemoryTracker* tracker = nullptr);
+
+  const ModelConfig& config() const { return config_; }
+  DType dtype() const { return params_.dtype(); }
+  int64_t capacity() const { return capacity_; }
+
+  // Allocates activations for micro-batches of up to max_tokens tokens (B*T).
+  void reserve(int64_t max_tokens);
+
+  // The inputs' views must stay alive until backward has run.
+  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute);
+  // Adds dL/dparams into the GradBuffer. dlogp_N (and dentropy_N unless empty) in the stat dtype
+  // (f64 for an f64 model, else f32).
+  void backward(TensorView dlogp_N, TensorView dentropy_N);
+
+ private:
+  void validate(const ModelInputs& inputs) const;
+  LayerContext context() const { return LayerContext{kernels_, parallel_}; }
+
+  ModelConfig config_;
+  const ParamStore& params_;
+  GradBuffer* grads_;
+  const kernels::KernelRegistry& kernels_;
+  dist::ParallelContext& parallel_;
+  TensorAccount activations_account_, workspace_account_;
+
+  AttentionBlock attention_;
+  MlpBlock mlp_;
+  LmHead head_;
+
+  // Parameter and gradient views, bound by name once (a step does no name lookups).
+  struct LayerParams {
+    AttentionParams attention;
+    MlpParams mlp;
+  };
+  TensorView embed_w_VC_, embed_grad_VC_;
+  std::vector<LayerParams> layer_weights_, layer_grads_;
+  LmHeadParams head_weights_, head_grads_;
+
+  int64_t capacity_ = 0;
+  std::vector<Tensor> residual_;  // x_0 .. x_L, and h_l (the mid-layer residual) below
+  std::vector<Tensor> mid_;
+  std::vector<AttentionSaved> attention_saved_;
+  std::vector<MlpSaved> mlp_saved_;
+  LmHeadSaved head_saved_;
+  AttentionScratch attention_scratch_;
+  MlpScratch mlp_scratch_;
+  LmHeadScratch head_scratch_;
+  Tensor dresid_NC_;
+
+  ModelInputs inputs_;  // of the last forward, for backward
+  bool forward_done_ = false;
+};
+
+}  // namespace rf::model

@@ -1,0 +1,26 @@
+// What every layer's forward/backward needs besides its own weights: the kernels, the role's
+// parallel groups, and the shape of the current micro-batch.
+// Legend: B rows, T tokens per row, N = B*T tokens.
+#pragma once
+
+#include <span>
+
+#include "dist/parallel_context.h"
+#include "kernels/kernel_registry.h"
+
+namespace rf::model {
+
+struct LayerContext {
+  const kernels::KernelRegistry& kernels;
+  dist::ParallelContext& parallel;
+};
+
+struct BatchShape {
+  int64_t batch = 1;    // B
+  int64_t seq_len = 0;  // T
+  int64_t num_tokens() const { return batch * seq_len; }
+  TensorView positions_N;
+  std::span<const int32_t> cu_seqlens;
+};
+
+}  // namespace rf::model

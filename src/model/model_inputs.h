@@ -1,0 +1,45 @@
+// What one forward pass of a causal LM reads, and what it returns.
+// Legend: B rows, T tokens per row, N = B*T tokens (flattened row-major).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace rf::model {
+
+struct ModelInputs {
+  int64_t batch = 1;    // B
+  int64_t seq_len = 0;  // T
+  TensorView tokens_N;     // i32 or i64 token ids
+  TensorView positions_N;  // i32 or i64 rotary positions (restart at 0 in each packed document)
+  TensorView targets_N;    // i32 or i64 next-token targets; -100 where there is none
+  // Packed documents on the flattened N axis ([0, e1, ..., N]); empty: each row is one document.
+  std::span<const int32_t> cu_seqlens;
+  double temperature = 1.0;  // logits are divided by it before the softmax
+};
+
+// Views into the model's own buffers: valid until the next forward.
+struct ModelOutputs {
+  TensorView logp_N;     // log p(target | prefix); 0 where the target is -100
+  TensorView entropy_N;  // full-vocabulary entropy (nats); empty if not requested
+};
+
+enum class EntropyOutput : uint8_t { skip, compute };
+
+// Builds next-token targets and per-document positions for packed documents: positions restart at
+// 0 in each document; target[n] = token[n + 1] inside a document and -100 at each document's last
+// token. `cu_seqlens` as in ModelInputs (must cover all N tokens).
+void make_causal_lm_targets(TensorView tokens_N, std::span<const int32_t> cu_seqlens, TensorView positions_N,
+                            TensorView targets_N);
+
+// The packed layout of several token sequences: one row of all tokens, and their boundaries.
+struct PackedSequences {
+  Tensor tokens_N, positions_N, targets_N;  // i64
+  std::vector<int32_t> cu_seqlens;
+  ModelInputs inputs(double temperature = 1.0) const;
+};
+PackedSequences pack_sequences(const std::vector<std::vector<int64_t>>& sequences);
+
+}  // namespace rf::model

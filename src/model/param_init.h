@@ -1,0 +1,13 @@
+// Fresh weights for a new model, as HF's `_init_weights` does for these architectures: linear and
+// embedding weights ~ N(0, initializer_range), RMSNorm gains 1, biases 0. Every tensor draws from
+// its own Philox stream (its index in the layout), so the result depends only on (seed, layout).
+#pragma once
+
+#include "model/model_config.h"
+#include "model/param_store.h"
+
+namespace rf::model {
+
+void init_params(const ParamStore& params, const ModelConfig& config, uint64_t seed);
+
+}  // namespace rf::model

@@ -1,0 +1,64 @@
+#include "model_fixture.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/element_access.h"
+#include "support/test_support.h"
+
+namespace rf::model::testing {
+
+ModelUnderTest::ModelUnderTest(const ModelConfig& c, DType dtype, const kernels::KernelRegistry& kernels,
+                               int64_t max_tokens)
+    : config(c),
+      parallel(dist::ParallelContext::single_process()),
+      params(ParamLayout::for_model(c), dtype),
+      grads(ParamLayout::for_model(c), grad_dtype_for(dtype)),
+      model(c, params, &grads, kernels, parallel) {
+  model.reserve(max_tokens);
+}
+
+ModelConfig micro_config(Arch arch, bool tied) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = 24;
+  c.hidden_size = 16;
+  c.intermediate_size = 20;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = arch == Arch::qwen3 ? 6 : 4;  // qwen3 states head_dim, and it may differ from hidden/heads
+  c.tie_word_embeddings = tied;
+  c.attention_bias = arch == Arch::qwen2;
+  c.qk_norm = arch == Arch::qwen3;
+  c.rope_theta = 10000.0;
+  c.initializer_range = 0.3;  // large enough that every path carries signal
+  c.validate();
+  return c;
+}
+
+std::vector<std::vector<int64_t>> reference_sequences() {
+  std::ifstream in(rf::testing::reference_dir() + "/hf_models/tokens.json");
+  const auto json = nlohmann::json::parse(in);
+  return json.at("sequences").get<std::vector<std::vector<int64_t>>>();
+}
+
+LossWeights random_loss_weights(const PackedSequences& packed, DType stat, uint64_t seed) {
+  const int64_t N = packed.tokens_N.numel();
+  LossWeights w{rf::testing::random_tensor({N}, stat, seed, -1.0, 1.0),
+                rf::testing::random_tensor({N}, stat, seed + 1, -0.5, 0.5)};
+  for (int64_t n = 0; n < N; ++n)
+    if (packed.targets_N.data<int64_t>()[n] < 0) store_f64(w.a_N, n, 0.0);
+  return w;
+}
+
+double weighted_loss(const ModelOutputs& out, const LossWeights& w) {
+  double loss = 0;
+  for (int64_t n = 0; n < out.logp_N.numel(); ++n) {
+    loss += load_f64(w.a_N, n) * load_f64(out.logp_N, n);
+    if (!out.entropy_N.empty()) loss += load_f64(w.b_N, n) * load_f64(out.entropy_N, n);
+  }
+  return loss;
+}
+
+}  // namespace rf::model::testing
