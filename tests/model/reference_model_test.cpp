@@ -1,6 +1,6 @@
 // The model against the Hugging Face reference folders (shared/reference/hf_models/*, found by
 // globbing): an f64 forward reproduces HF's log-probs and entropies to 1e-10 and the gradients of
-// loss_seq_sum to 1e-6 relative; f32 (fast kernels) matches to 1e-4; the analytic gradient of these
+// loss_seq_sum to 1e-6 relative; f32 and bf16 (fast kernels) stay close; the analytic gradient of these
 // real-size models agrees with finite differences along random directions and sampled coordinates.
 #include <gtest/gtest.h>
 
@@ -102,24 +102,32 @@ TEST_F(ReferenceModels, F64ForwardAndBackwardMatchHuggingFace) {
   }
 }
 
-TEST_F(ReferenceModels, F32FastKernelsMatchTheOracleLogprobs) {
+// Fast kernels: f32 to 1e-5 (measured: ~4e-7; the oracle's README allows 1e-4); bf16 compute (bf16
+// weights and activations, f32 statistics) to 2e-2 nats (measured: <= 5.5e-3).
+TEST_F(ReferenceModels, FastKernelsMatchTheOracleLogprobs) {
   const kernels::KernelRegistry fast_kernels;
   for (const std::string& dir : dirs_) {
-    SCOPED_TRACE(dir);
     const ReferenceCase c = load_case(dir);
     std::vector<std::vector<int64_t>> sequences;
     for (const auto& s : c.expected.at("sequences")) sequences.push_back(s.at("tokens").get<std::vector<int64_t>>());
     const PackedSequences packed = pack_sequences(sequences);
-    ModelUnderTest m(c.config, DType::f32, fast_kernels, packed.tokens_N.numel());
-    load_hf_weights(m.params, dir);
-    const ModelOutputs out = m.model.forward(packed.inputs());
-    for (size_t s = 0; s < sequences.size(); ++s) {
-      const auto& expected = c.expected["sequences"][s];
-      for (size_t t = 0; t < expected["logprobs"].size(); ++t) {
-        const int64_t n = packed.cu_seqlens[s] + int64_t(t);
-        EXPECT_NEAR(out.logp_N.data<float>()[n], expected["logprobs"][t].get<double>(), 1e-4) << "token " << n;
-        EXPECT_NEAR(out.entropy_N.data<float>()[n], expected["entropy"][t].get<double>(), 1e-4) << "token " << n;
+    for (const auto& [dtype, tolerance] : {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 2e-2}}) {
+      SCOPED_TRACE(dir + " " + std::string(dtype_name(dtype)));
+      ModelUnderTest m(c.config, dtype, fast_kernels, packed.tokens_N.numel());
+      load_hf_weights(m.params, dir);
+      const ModelOutputs out = m.model.forward(packed.inputs());
+      double worst_logp = 0, worst_entropy = 0;
+      for (size_t s = 0; s < sequences.size(); ++s) {
+        const auto& expected = c.expected["sequences"][s];
+        for (size_t t = 0; t < expected["logprobs"].size(); ++t) {
+          const int64_t n = packed.cu_seqlens[s] + int64_t(t);
+          worst_logp = std::max(worst_logp, std::abs(out.logp_N.data<float>()[n] - expected["logprobs"][t].get<double>()));
+          worst_entropy =
+              std::max(worst_entropy, std::abs(out.entropy_N.data<float>()[n] - expected["entropy"][t].get<double>()));
+        }
       }
+      EXPECT_LE(worst_logp, tolerance);
+      EXPECT_LE(worst_entropy, tolerance);
     }
   }
 }

@@ -1,0 +1,211 @@
+// CausalLm beyond the oracle files: fast kernels against the f64 oracle (f32 tightly, bf16
+// loosely), packing, batching, gradient accumulation, weight loading errors and bad inputs.
+#include "model/causal_lm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/element_access.h"
+#include "core/philox.h"
+#include "model/hf_weights.h"
+#include "model/param_init.h"
+#include "model_fixture.h"
+#include "support/test_support.h"
+
+namespace rf::model {
+namespace {
+
+using testing::ModelUnderTest;
+
+const kernels::KernelRegistry& ref_kernels() {
+  static const kernels::KernelRegistry registry(kernels::KernelConfig{.optimization_level = 0});
+  return registry;
+}
+const kernels::KernelRegistry& fast_kernels() {
+  static const kernels::KernelRegistry registry;
+  return registry;
+}
+
+// Runs forward + backward of `dtype` weights converted from `source`, returning the gradients in f64.
+struct RunResult {
+  Tensor logp_N, entropy_N;
+  std::vector<Tensor> grads;
+};
+RunResult run(const ModelConfig& config, const ParamStore& source, DType dtype, const kernels::KernelRegistry& k,
+              const PackedSequences& packed, uint64_t loss_seed) {
+  ModelUnderTest m(config, dtype, k, packed.tokens_N.numel());
+  copy_convert(source.flat(), m.params.flat());
+  const auto w = testing::random_loss_weights(packed, stat_dtype_for(dtype), loss_seed);
+  m.grads.zero();
+  const ModelOutputs out = m.model.forward(packed.inputs(0.9));
+  RunResult r{clone(out.logp_N, DType::f64), clone(out.entropy_N, DType::f64), {}};
+  m.model.backward(w.a_N, w.b_N);
+  for (const auto& e : m.params.layout().entries()) r.grads.push_back(clone(m.grads.get(e.name), DType::f64));
+  return r;
+}
+
+double max_abs(TensorView t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(load_f64(t, i)));
+  return m;
+}
+
+class FastModel : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(FastModel, F32MatchesTheF64OracleAndBf16StaysClose) {
+  const ModelConfig config = testing::micro_config(GetParam(), false);
+  const ParamStore weights(ParamLayout::for_model(config), DType::f64);
+  init_params(weights, config, 3);
+  const PackedSequences packed = pack_sequences({{3, 17, 5, 9, 23, 1, 7, 7}, {8, 2, 19}, {4, 11, 12, 13, 0}});
+  const RunResult oracle = run(config, weights, DType::f64, ref_kernels(), packed, 9);
+  const RunResult f32 = run(config, weights, DType::f32, fast_kernels(), packed, 9);
+  const RunResult bf16 = run(config, weights, DType::bf16, fast_kernels(), packed, 9);
+  rf::testing::expect_close(f32.logp_N, oracle.logp_N, 1e-5, 1e-5, "f32 logp");
+  rf::testing::expect_close(f32.entropy_N, oracle.entropy_N, 1e-5, 1e-5, "f32 entropy");
+  rf::testing::expect_close(bf16.logp_N, oracle.logp_N, 0.0, 0.05, "bf16 logp");
+  const ParamLayout layout = ParamLayout::for_model(config);
+  const auto& entries = layout.entries();
+  for (size_t t = 0; t < entries.size(); ++t) {
+    const double scale = max_abs(oracle.grads[t]);
+    rf::testing::expect_close(f32.grads[t], oracle.grads[t], 1e-4, 1e-5 * scale, "f32 grad " + entries[t].name);
+    rf::testing::expect_close(bf16.grads[t], oracle.grads[t], 0.0, 0.1 * scale + 1e-6, "bf16 grad " + entries[t].name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, FastModel, ::testing::Values(Arch::llama, Arch::qwen2, Arch::qwen3),
+                         [](const auto& info) { return arch_name(info.param); });
+
+TEST(CausalLm, PackedDocumentsEqualSeparateRunsAndRowsEqualPacking) {
+  const ModelConfig config = testing::micro_config(Arch::qwen3, true);
+  ModelUnderTest m(config, DType::f64, ref_kernels(), 16);
+  init_params(m.params, config, 5);
+  const std::vector<std::vector<int64_t>> docs = {{1, 2, 3, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14, 15, 16}};
+  const PackedSequences packed = pack_sequences(docs);
+  const Tensor packed_logp = clone(m.model.forward(packed.inputs()).logp_N, DType::f64);
+  for (size_t d = 0; d < docs.size(); ++d) {
+    const PackedSequences single = pack_sequences({docs[d]});
+    const ModelOutputs out = m.model.forward(single.inputs());
+    for (int64_t t = 0; t < 8; ++t)
+      EXPECT_NEAR(out.logp_N.data<double>()[t], packed_logp.data<double>()[int64_t(d) * 8 + t], 1e-13);
+  }
+  // The same two documents as a B=2 x T=8 batch without cu_seqlens.
+  ModelInputs rows = packed.inputs();
+  rows.batch = 2;
+  rows.seq_len = 8;
+  rows.cu_seqlens = {};
+  const ModelOutputs out = m.model.forward(rows);
+  for (int64_t n = 0; n < 16; ++n) EXPECT_NEAR(out.logp_N.data<double>()[n], packed_logp.data<double>()[n], 1e-13);
+}
+
+TEST(CausalLm, GradientsAccumulateOverMicroBatches) {
+  const ModelConfig config = testing::micro_config(Arch::llama, false);
+  ModelUnderTest m(config, DType::f64, ref_kernels(), 8);
+  init_params(m.params, config, 6);
+  const PackedSequences packed = pack_sequences({{1, 2, 3, 4, 5}, {6, 7, 8}});
+  const auto w = testing::random_loss_weights(packed, DType::f64, 2);
+  m.grads.zero();
+  m.model.forward(packed.inputs());
+  m.model.backward(w.a_N, w.b_N);
+  const Tensor once = clone(m.grads.flat(), DType::f64);
+  m.model.forward(packed.inputs());
+  m.model.backward(w.a_N, w.b_N);
+  const Tensor twice_expected = clone(once, DType::f64);
+  for (int64_t i = 0; i < twice_expected.numel(); ++i) twice_expected.data<double>()[i] *= 2;
+  rf::testing::expect_close(m.grads.flat(), twice_expected, 1e-14, 0.0, "accumulated gradient");
+  EXPECT_GT(max_abs(once), 0.0);
+}
+
+TEST(CausalLm, RejectsBadInputsWithClearErrors) {
+  const ModelConfig config = testing::micro_config(Arch::llama, true);
+  ModelUnderTest m(config, DType::f64, ref_kernels(), 6);
+  auto expect_error = [&](const ModelInputs& in, const std::string& fragment) {
+    try {
+      m.model.forward(in);
+      ADD_FAILURE() << "expected an error containing '" << fragment << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  PackedSequences p = pack_sequences({{1, 2, 3}});
+  p.tokens_N.data<int64_t>()[1] = 24;  // vocab is 24
+  expect_error(p.inputs(), "tokens_N[1] = 24 is outside [0, 24)");
+  p = pack_sequences({{1, 2, 3}});
+  p.targets_N.data<int64_t>()[0] = -3;
+  expect_error(p.inputs(), "targets_N[0] = -3");
+  expect_error(pack_sequences({{1, 2, 3, 4, 5, 6, 7}}).inputs(), "7 tokens exceed the 6 reserved");
+  p = pack_sequences({{1, 2, 3}});
+  ModelInputs bad_shape = p.inputs();
+  bad_shape.seq_len = 2;
+  expect_error(bad_shape, "tokens_N: expected 2 tokens");
+  expect_error(pack_sequences({{1, 2, 3}}).inputs(0.0), "temperature must be positive");
+
+  ModelUnderTest fresh(config, DType::f64, ref_kernels(), 4);
+  const Tensor dlogp({3}, DType::f64);
+  EXPECT_THROW(fresh.model.backward(dlogp, TensorView()), Error);  // no forward yet
+  fresh.model.forward(pack_sequences({{1, 2, 3}}).inputs());
+  const Tensor wrong_dtype({3}, DType::f32);
+  EXPECT_THROW(fresh.model.backward(wrong_dtype, TensorView()), Error);
+}
+
+// Writes a safetensors file of f32 tensors (test-only writer; the real one belongs to the HF layer).
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorView>>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [name, view] : tensors) {
+    const Tensor f32 = clone(view, DType::f32);
+    header[name] = {{"dtype", "F32"},
+                    {"shape", std::vector<int64_t>(view.shape().begin(), view.shape().end())},
+                    {"data_offsets", {data.size(), data.size() + f32.nbytes()}}};
+    data.append(static_cast<const char*>(f32.view().raw()), f32.nbytes());
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t size = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&size), 8);
+  out.write(text.data(), std::streamsize(text.size()));
+  out.write(data.data(), std::streamsize(data.size()));
+}
+
+TEST(HfWeights, LoadsWhatItWroteAndNamesWhatIsWrong) {
+  const ModelConfig config = testing::micro_config(Arch::qwen2, false);
+  const ParamStore source(ParamLayout::for_model(config), DType::f32);
+  init_params(source, config, 8);
+  const std::string dir = ::testing::TempDir() + "rf_hf_weights_test";
+  std::filesystem::create_directories(dir);
+  std::vector<std::pair<std::string, TensorView>> all;
+  for (const auto& e : source.layout().entries()) all.emplace_back(e.name, source.get(e.name));
+
+  write_safetensors(dir + "/model.safetensors", all);
+  const ParamStore loaded(ParamLayout::for_model(config), DType::f32);
+  load_hf_weights(loaded, dir);
+  EXPECT_EQ(rf::testing::max_abs_diff(loaded.flat(), source.flat()), 0.0);
+
+  auto expect_io_error = [&](const std::vector<std::pair<std::string, TensorView>>& tensors, const std::string& fragment) {
+    write_safetensors(dir + "/model.safetensors", tensors);
+    try {
+      load_hf_weights(loaded, dir);
+      ADD_FAILURE() << "expected an IoError containing '" << fragment << "'";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  auto missing = all;
+  missing.pop_back();
+  expect_io_error(missing, "weights are missing tensor 'lm_head.weight'");
+  auto extra = all;
+  extra.emplace_back("model.layers.9.mlp.up_proj.weight", source.get("model.norm.weight"));
+  expect_io_error(extra, "'model.layers.9.mlp.up_proj.weight' is not a parameter of this model config");
+  auto reshaped = all;
+  ASSERT_EQ(reshaped[2].first, "model.layers.0.self_attn.q_proj.weight");
+  reshaped[2].second = source.get("model.layers.0.self_attn.k_proj.weight");
+  expect_io_error(reshaped, "'model.layers.0.self_attn.q_proj.weight' has shape [8, 16], the config implies [16, 16]");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rf::model
