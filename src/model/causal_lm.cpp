@@ -111,7 +111,8 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
   head_.forward(ctx, N, head_weights_, rows(residual_.back(), N), in.targets_N, in.temperature, with_entropy,
                 head_saved_);
   forward_done_ = true;
-  return ModelOutputs{rows(head_saved_.logp_N, N), with_entropy ? rows(head_saved_.entropy_N, N) : TensorView()};
+  return ModelOutputs{rows(head_saved_.logp_N, N), with_entropy ? rows(head_saved_.entropy_N, N) : TensorView(),
+                      rows(head_saved_.logits_NV, N)};
 }
 
 void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N) {

@@ -24,6 +24,7 @@ struct ModelInputs {
 struct ModelOutputs {
   TensorView logp_N;     // log p(target | prefix); 0 where the target is -100
   TensorView entropy_N;  // full-vocabulary entropy (nats); empty if not requested
+  TensorView logits_NV;  // before the temperature (greedy decoding reads the argmax)
 };
 
 enum class EntropyOutput : uint8_t { skip, compute };

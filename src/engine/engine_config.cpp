@@ -1,0 +1,31 @@
+#include "engine/engine_config.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace rf::engine {
+
+void EngineConfig::validate() const {
+  auto single = [](const char* key, int64_t value) {
+    if (value < 1) throw ConfigError(key, fmt::format("must be >= 1, got {}", value));
+    if (value != 1)
+      throw ConfigError(key, fmt::format("{}: only 1 is supported until the distributed engine lands", value));
+  };
+  single("tensor_model_parallel_size", tensor_model_parallel_size);
+  single("pipeline_model_parallel_size", pipeline_model_parallel_size);
+  single("context_parallel_size", context_parallel_size);
+  single("expert_model_parallel_size", expert_model_parallel_size);
+  if (param_offload || grad_offload || optimizer_offload)
+    throw ConfigError(param_offload ? "param_offload" : grad_offload ? "grad_offload" : "optimizer_offload",
+                      "offload is not supported yet");
+  compute_dtype();
+}
+
+DType EngineConfig::compute_dtype() const {
+  if (dtype == "bfloat16" || dtype == "bf16") return DType::bf16;
+  if (dtype == "float32" || dtype == "fp32" || dtype == "f32") return DType::f32;
+  throw ConfigError("dtype", fmt::format("'{}': expected bfloat16 or float32", dtype));
+}
+
+}  // namespace rf::engine

@@ -1,0 +1,17 @@
+// Greedy decoding by full recompute: each new token re-runs the whole packed batch of prompts and
+// takes the argmax of the last position's logits. O(length^2) work, which is fine for evaluating
+// short answers; the rollout engine (paged KV cache, continuous batching, sampling) is its own piece.
+#pragma once
+
+#include <vector>
+
+#include "model/causal_lm.h"
+
+namespace rf::engine {
+
+// Returns, for each prompt, the generated ids (without the prompt), stopping at `eos_id` (included)
+// or after max_new_tokens. The model must have room for every prompt plus max_new_tokens.
+std::vector<std::vector<int64_t>> greedy_decode(model::CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
+                                                int64_t max_new_tokens, int64_t eos_id);
+
+}  // namespace rf::engine

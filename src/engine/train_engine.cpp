@@ -1,0 +1,126 @@
+#include "engine/train_engine.h"
+
+#include "core/element_access.h"
+#include "core/log.h"
+#include "model/hf_weights.h"
+#include "model/param_init.h"
+
+namespace rf::engine {
+namespace {
+
+// bf16 compute reads a bf16 copy of the f32 master weights; f32 compute reads the masters.
+std::optional<model::ParamStore> make_compute_copy(DType compute, const model::ParamLayout& layout,
+                                                   MemoryTracker& tracker) {
+  if (compute != DType::bf16) return std::nullopt;
+  return std::optional<model::ParamStore>(std::in_place, layout, DType::bf16,
+                                          TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params});
+}
+
+}  // namespace
+
+TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
+                         const model::ModelConfig& model_config, const kernels::KernelRegistry& kernels,
+                         dist::ParallelContext& parallel, MemoryTracker& tracker, int64_t max_tokens_per_micro_batch)
+    : config_(engine_config),
+      model_config_(model_config),
+      compute_dtype_(engine_config.compute_dtype()),
+      kernels_(kernels),
+      parallel_(parallel),
+      master_(model::ParamLayout::for_model(model_config), DType::f32,
+              {&tracker, MemoryTier::device, MemoryCategory::params}),
+      compute_copy_(make_compute_copy(compute_dtype_, master_.layout(), tracker)),
+      grads_(model::ParamLayout::for_model(model_config), DType::f32,
+             {&tracker, MemoryTier::device, MemoryCategory::grads}),
+      optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, kernels, parallel, &tracker),
+      scheduler_(optim_config),
+      dlogp_N_({max_tokens_per_micro_batch}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace}),
+      dentropy_N_({max_tokens_per_micro_batch}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace}) {
+  config_.validate();
+  if (config_.sequence_parallel)
+    core::log_warning("megatron.sequence_parallel has no effect at tensor_model_parallel_size 1");
+  model_ = std::make_unique<model::CausalLm>(model_config_, compute_copy_ ? *compute_copy_ : master_, &grads_, kernels,
+                                             parallel, &tracker);
+  model_->reserve(max_tokens_per_micro_batch);
+}
+
+void TrainEngine::sync_compute_weights() {
+  if (compute_copy_) copy_convert(master_.flat(), compute_copy_->flat());
+}
+
+void TrainEngine::init_random_weights(uint64_t seed) {
+  model::init_params(master_, model_config_, seed);
+  sync_compute_weights();
+}
+
+void TrainEngine::load_hf_weights(const std::string& model_dir) {
+  model::load_hf_weights(master_, model_dir);
+  sync_compute_weights();
+}
+
+ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
+                                                    ForwardOnly forward_only, model::EntropyOutput entropy) {
+  LossContext context;
+  context.dp_size = parallel_.dp().size();
+  context.num_microbatches = int64_t(micro_batches.size());
+  for (const TensorMap& mb : micro_batches) {
+    const TensorView mask = mb.get("loss_mask");
+    for (int64_t n = 0; n < mask.numel(); ++n) context.global_num_tokens += load_f64(mask, n) != 0.0;
+    context.global_num_seqs += int64_t(mb.cu_seqlens().size()) - 1;
+  }
+  context.global_num_tokens = int64_t(parallel_.dp().all_reduce_scalar(double(context.global_num_tokens), dist::ReduceOp::sum));
+  context.global_num_seqs = int64_t(parallel_.dp().all_reduce_scalar(double(context.global_num_seqs), dist::ReduceOp::sum));
+
+  ForwardBackwardResult result;
+  for (const TensorMap& mb : micro_batches) {
+    const int64_t N = mb.num_tokens();
+    model::ModelInputs inputs;
+    inputs.batch = 1;
+    inputs.seq_len = N;
+    inputs.tokens_N = mb.get("input_ids");
+    inputs.positions_N = mb.get("position_ids");
+    inputs.targets_N = mb.get("labels");
+    inputs.cu_seqlens = mb.cu_seqlens();
+    const model::ModelOutputs out = model_->forward(inputs, entropy);
+    TensorView dlogp_N = dlogp_N_.view().slice(0, 0, N);
+    TensorView dentropy_N = entropy == model::EntropyOutput::compute ? dentropy_N_.view().slice(0, 0, N) : TensorView();
+    fill_zero(dlogp_N);
+    if (!dentropy_N.empty()) fill_zero(dentropy_N);
+    const LossOutput loss = loss_fn(mb, out, context, dlogp_N, dentropy_N);
+    result.loss += loss.loss;
+    for (const auto& [name, value] : loss.metrics) result.metrics[name] += value;
+    result.num_tokens += N;
+    if (forward_only == ForwardOnly::yes) {
+      TensorMap outputs;
+      outputs.set("log_probs", clone(out.logp_N, DType::f32));
+      if (!out.entropy_N.empty()) outputs.set("entropy", clone(out.entropy_N, DType::f32));
+      result.outputs.push_back(std::move(outputs));
+    } else {
+      model_->backward(dlogp_N, dentropy_N);
+    }
+  }
+  return result;
+}
+
+double TrainEngine::optimizer_step() {
+  const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
+  grads_.zero();
+  return grad_norm;
+}
+
+double TrainEngine::lr_step() { return scheduler_.step(); }
+
+TensorMap make_micro_batch(Tensor input_ids, Tensor position_ids, Tensor labels, std::vector<int32_t> cu_seqlens) {
+  TensorMap mb;
+  Tensor mask({labels.numel()}, DType::f32);
+  for (int64_t n = 0; n < labels.numel(); ++n) mask.data<float>()[n] = load_f64(labels, n) >= 0 ? 1.0f : 0.0f;
+  Tensor cu({int64_t(cu_seqlens.size())}, DType::i32);
+  std::copy(cu_seqlens.begin(), cu_seqlens.end(), cu.data<int32_t>());
+  mb.set("input_ids", std::move(input_ids));
+  mb.set("position_ids", std::move(position_ids));
+  mb.set("labels", std::move(labels));
+  mb.set("loss_mask", std::move(mask));
+  mb.set("cu_seqlens", std::move(cu));
+  return mb;
+}
+
+}  // namespace rf::engine

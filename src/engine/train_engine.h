@@ -1,0 +1,97 @@
+// TrainEngine: the only thing the trainers (SFT today, RL later) train through (DESIGN §4).
+// It owns the model's weights (f32 master + the compute copy), gradients, optimizer and LR schedule,
+// and runs micro-batches given as TensorMaps through forward, a caller's loss function and backward.
+//
+// Loss aggregation is exact whatever the micro-batching: before any forward, the engine counts the
+// loss tokens and sequences of the whole step (over DP ranks too) into a LossContext, so a loss
+// function can scale its micro-batch's contribution by the global counts.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/engine_config.h"
+#include "engine/tensor_map.h"
+#include "model/causal_lm.h"
+#include "optim/adamw_optimizer.h"
+#include "optim/lr_scheduler.h"
+
+namespace rf::engine {
+
+struct LossContext {
+  int64_t global_num_tokens = 0;  // sum of loss_mask over the step's micro-batches and DP ranks
+  int64_t global_num_seqs = 0;    // documents (cu_seqlens entries) over the same
+  int64_t dp_size = 1;
+  int64_t num_microbatches = 0;
+};
+
+// What a loss function returns for one micro-batch: its contribution to the step's loss (the
+// contributions sum to the step's loss) and metrics to sum over micro-batches.
+struct LossOutput {
+  double loss = 0;
+  std::map<std::string, double> metrics;
+};
+
+// Writes dL/dlogp into dlogp_N (and dL/dentropy into dentropy_N when the step asked for entropy).
+using LossFn = std::function<LossOutput(const TensorMap& micro_batch, const model::ModelOutputs& outputs,
+                                        const LossContext& context, TensorView dlogp_N, TensorView dentropy_N)>;
+
+enum class ForwardOnly : uint8_t { no, yes };
+
+struct ForwardBackwardResult {
+  double loss = 0;
+  std::map<std::string, double> metrics;  // summed over micro-batches
+  int64_t num_tokens = 0;                 // tokens run (padding-free)
+  std::vector<TensorMap> outputs;         // per micro-batch: "log_probs" (and "entropy"), forward_only only
+};
+
+class TrainEngine {
+ public:
+  TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
+              const model::ModelConfig& model_config, const kernels::KernelRegistry& kernels,
+              dist::ParallelContext& parallel, MemoryTracker& tracker, int64_t max_tokens_per_micro_batch);
+
+  void init_random_weights(uint64_t seed);
+  void load_hf_weights(const std::string& model_dir);
+
+  ForwardBackwardResult forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
+                                         ForwardOnly forward_only,
+                                         model::EntropyOutput entropy = model::EntropyOutput::skip);
+  double optimizer_step();  // returns the pre-clip grad norm; gradients are zeroed for the next step
+  double lr_step();         // advances the schedule; returns the new lr
+  double lr() const { return scheduler_.lr(); }
+
+  model::CausalLm& model() { return *model_; }
+  const model::ModelConfig& model_config() const { return model_config_; }
+  const model::ParamStore& master_weights() const { return master_; }
+  const optim::AdamWOptimizer& optimizer() const { return optimizer_; }
+  optim::AdamWOptimizer& optimizer() { return optimizer_; }
+  optim::LrScheduler& scheduler() { return scheduler_; }
+  DType compute_dtype() const { return compute_dtype_; }
+  int64_t num_parameters() const { return master_.layout().num_parameters(); }
+
+ private:
+  void sync_compute_weights();  // master -> bf16 copy after loading weights
+
+  EngineConfig config_;
+  model::ModelConfig model_config_;
+  DType compute_dtype_;
+  const kernels::KernelRegistry& kernels_;
+  dist::ParallelContext& parallel_;
+  model::ParamStore master_;
+  std::optional<model::ParamStore> compute_copy_;  // bf16 weights the model reads
+  model::GradBuffer grads_;
+  std::unique_ptr<model::CausalLm> model_;
+  optim::AdamWOptimizer optimizer_;
+  optim::LrScheduler scheduler_;
+  Tensor dlogp_N_, dentropy_N_;
+};
+
+// The tokens' next-token targets and loss mask for SFT-style micro-batches: a TensorMap with
+// input_ids, position_ids, labels, loss_mask and cu_seqlens from packed sequences.
+TensorMap make_micro_batch(Tensor input_ids, Tensor position_ids, Tensor labels, std::vector<int32_t> cu_seqlens);
+
+}  // namespace rf::engine
