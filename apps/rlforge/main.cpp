@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, rf::apps::Command>> commands = {
       {"info", rf::apps::add_info_command(app)},
       {"demo", rf::apps::add_demo_command(app)},
+      {"sft", rf::apps::add_sft_command(app)},
+      {"config-docs", rf::apps::add_config_docs_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "engine/engine_config.h"
 #include "engine/tensor_map.h"
 #include "model/causal_lm.h"
@@ -63,6 +65,12 @@ class TrainEngine {
   double optimizer_step();  // returns the pre-clip grad norm; gradients are zeroed for the next step
   double lr_step();         // advances the schedule; returns the new lr
   double lr() const { return scheduler_.lr(); }
+
+  // Checkpoints under `component` (e.g. "actor"): the f32 master weights by HF name ("model"), the
+  // AdamW moments ("optimizer") and the step counts. Loading restores all of them, so training
+  // continues bit for bit; a checkpoint of another model shape is an IoError naming the tensor.
+  void save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const;
+  void load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component);
 
   model::CausalLm& model() { return *model_; }
   const model::ModelConfig& model_config() const { return model_config_; }

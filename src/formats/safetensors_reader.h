@@ -1,8 +1,8 @@
 // Reads one `.safetensors` file by memory map: an 8-byte little-endian header length, a JSON
 // header {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": {...}}, then the bytes.
 // Every entry is validated (known dtype, offsets inside the file, byte count = shape x dtype size)
-// and a bad one raises IoError naming the file and tensor. Sharded folders with an index, and the
-// writer, belong to the Hugging Face interop layer built on this.
+// and a bad one raises IoError naming the file and tensor. The writer is safetensors_writer.h;
+// sharded folders with an index belong to the Hugging Face interop layer built on this.
 #pragma once
 
 #include <map>

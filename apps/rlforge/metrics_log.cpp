@@ -1,0 +1,46 @@
+#include "apps/rlforge/metrics_log.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace rf::apps {
+
+MetricsLog::MetricsLog(std::string path, int64_t resume_step) : path_(std::move(path)) {
+  if (path_.empty() || !std::filesystem::exists(path_)) return;
+  std::ifstream in(path_);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_discarded() || !row.contains("step")) continue;  // a line cut by a crash mid-write
+    if (row["step"].get<int64_t>() <= resume_step) kept += line + "\n";
+  }
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!(out << kept).flush()) throw IoError(tmp, "cannot write");
+  }
+  std::filesystem::rename(tmp, path_);
+}
+
+void MetricsLog::write(const nlohmann::json& row, bool to_console) {
+  if (!path_.empty()) {
+    std::ofstream out(path_, std::ios::app);
+    if (!(out << row.dump() << '\n').flush()) throw IoError(path_, "cannot append metrics");
+  }
+  if (!to_console) return;
+  std::string line = fmt::format("step {}", row.value("step", int64_t(0)));
+  for (const auto& [key, value] : row.items()) {
+    if (key == "step" || key.starts_with("perf/max_memory") || key == "perf/tokens") continue;
+    if (value.is_number_float())
+      line += fmt::format("  {} {:.4g}", key, value.get<double>());
+    else
+      line += fmt::format("  {} {}", key, value.dump());
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace rf::apps

@@ -1,0 +1,21 @@
+// MetricsLog: one JSON object per step appended to metrics.jsonl (verl's metric names), and one
+// console line per step. A resumed run first drops the rows past the step it resumed from (they
+// belong to the interrupted run's lost future), rewriting the file atomically.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace rf::apps {
+
+class MetricsLog {
+ public:
+  // `path` empty: no file. `resume_step`: rows with a larger "step" are dropped.
+  MetricsLog(std::string path, int64_t resume_step);
+  void write(const nlohmann::json& row, bool to_console);
+
+ private:
+  std::string path_;
+};
+
+}  // namespace rf::apps

@@ -1,0 +1,288 @@
+#include "apps/rlforge/sft_trainer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/rlforge/metrics_log.h"
+#include "apps/rlforge/yaml_json.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "core/element_access.h"
+#include "core/log.h"
+#include "core/stopwatch.h"
+#include "core/thread_pool.h"
+#include "data/char_tokenizer.h"
+#include "data/data_cursor.h"
+#include "data/jsonl_dataset.h"
+#include "data/sft_batch.h"
+#include "engine/greedy_decode.h"
+#include "engine/train_engine.h"
+#include "kernels/gemm_peak.h"
+
+namespace rf::apps {
+namespace {
+
+constexpr const char* kComponent = "actor";
+
+// Where the examples come from: a built-in task's generator or JSONL files.
+class ExampleSource {
+ public:
+  explicit ExampleSource(const data::DataConfig& c) {
+    if (c.train_files) {
+      if (c.train_files->size() != 1) throw ConfigError("data.train_files", "expected exactly one JSONL file");
+      train_.emplace(c.train_files->front());
+      if (!c.val_files || c.val_files->size() != 1)
+        throw ConfigError("data.val_files", "expected exactly one JSONL file alongside data.train_files");
+      val_.emplace(c.val_files->front());
+    } else {
+      task_ = data::make_task(c.task, yaml_to_json(c.task_kwargs), c.seed);
+    }
+  }
+  std::string name() const { return task_ ? std::string(task_->name()) : "jsonl"; }
+  data::Example next_train(data::DataCursor& cursor) const {
+    return task_ ? data::take_example(*task_, cursor) : data::take_example(*train_, cursor);
+  }
+  uint64_t num_val() const { return task_ ? task_->num_val_examples() : val_->size(); }
+  data::Example val(uint64_t i) const { return task_ ? task_->example(data::Split::val, i) : val_->example(i); }
+  double score(const std::string& response, const std::string& ground_truth) const {
+    return task_ ? task_->score(response, ground_truth).acc : data::exact_match_score(response, ground_truth).acc;
+  }
+
+ private:
+  std::unique_ptr<data::Task> task_;
+  std::optional<data::JsonlDataset> train_, val_;
+};
+
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec) {
+  if (spec.starts_with("builtin:")) return std::make_unique<data::CharTokenizer>(data::CharTokenizer::for_task(spec.substr(8)));
+  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(spec));
+}
+
+model::ModelConfig make_model_config(const ModelSection& m, const data::Tokenizer& tokenizer) {
+  if (m.path) return model::ModelConfig::from_file(*m.path + "/config.json");
+  nlohmann::json json = yaml_to_json(m.config);
+  if (!json.is_object()) throw ConfigError("model.config", "expected a map of HF config.json fields");
+  if (!json.contains("vocab_size")) json["vocab_size"] = tokenizer.vocab_size();
+  if (!json.contains("bos_token_id") && tokenizer.bos_id()) json["bos_token_id"] = *tokenizer.bos_id();
+  if (!json.contains("eos_token_id") && tokenizer.eos_id()) json["eos_token_id"] = *tokenizer.eos_id();
+  try {
+    return model::ModelConfig::from_json(json, "model.config");
+  } catch (const ConfigError& e) {
+    throw ConfigError("model.config." + e.key_path(), e.what());
+  }
+}
+
+// Writes `text` to `path` atomically (temp file + rename); IoError naming the path on failure.
+void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw IoError(path.parent_path().string(), "run folder is not writable");
+    out << text;
+    if (!out.flush()) throw IoError(tmp.string(), "write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(path.string(), "cannot rename into place: " + ec.message());
+}
+
+void prepare_run_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw IoError(dir, "cannot create the run folder (trainer.default_local_dir): " +
+                           (ec ? ec.message() : std::string("a file is in the way")));
+}
+
+engine::LossOutput token_mean_nll(const engine::TensorMap& mb, const model::ModelOutputs& out,
+                                  const engine::LossContext& ctx, TensorView dlogp_N, TensorView) {
+  const float* mask = mb.get("loss_mask").data<float>();
+  const float* logp = out.logp_N.data<float>();
+  float* dlogp = dlogp_N.data<float>();
+  const double scale = 1.0 / double(ctx.global_num_tokens);
+  engine::LossOutput result;
+  for (int64_t n = 0; n < dlogp_N.numel(); ++n) {
+    result.loss -= double(mask[n]) * double(logp[n]) * scale;
+    dlogp[n] = float(-double(mask[n]) * scale);
+  }
+  return result;
+}
+
+// Training FLOPs of one micro-batch: 6 per parameter per token for the GEMMs, plus causal attention
+// (QK^T and PV: 2 T^2 H D per document and layer forward, x3 with backward).
+double train_flops(const model::ModelConfig& c, int64_t num_matmul_params, std::span<const int32_t> cu_seqlens) {
+  double tokens = 0, attention = 0;
+  for (size_t d = 0; d + 1 < cu_seqlens.size(); ++d) {
+    const double T = cu_seqlens[d + 1] - cu_seqlens[d];
+    tokens += T;
+    attention += 6.0 * T * T * double(c.num_hidden_layers * c.num_attention_heads * c.head_dim);
+  }
+  return 6.0 * double(num_matmul_params) * tokens + attention;
+}
+
+struct Evaluation {
+  double accuracy = 0;
+  int64_t num_examples = 0;
+};
+
+Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, const data::Tokenizer& tokenizer,
+                    const data::DataConfig& data, int64_t capacity) {
+  const int64_t count = int64_t(std::min<uint64_t>(uint64_t(data.val_size), source.num_val()));
+  const int64_t bos = *tokenizer.bos_id(), eos = *tokenizer.eos_id();
+  double correct = 0;
+  int64_t next = 0;
+  while (next < count) {
+    std::vector<std::vector<int64_t>> prompts;
+    std::vector<data::Example> examples;
+    int64_t tokens = 0;
+    while (next < count) {
+      data::Example ex = source.val(uint64_t(next));
+      std::vector<int64_t> prompt = {bos};
+      for (int64_t id : tokenizer.encode(ex.prompt)) prompt.push_back(id);
+      const int64_t budget = int64_t(prompt.size()) + std::max<int64_t>(1, data.max_length - int64_t(prompt.size()));
+      if (!prompts.empty() && tokens + budget > capacity) break;
+      tokens += budget;
+      prompts.push_back(std::move(prompt));
+      examples.push_back(std::move(ex));
+      ++next;
+    }
+    const int64_t max_new = std::max<int64_t>(1, data.max_length - int64_t(prompts.front().size()));
+    const auto generated = engine::greedy_decode(engine.model(), prompts, max_new, eos);
+    for (size_t i = 0; i < generated.size(); ++i)
+      correct += source.score(tokenizer.decode(generated[i], data::SpecialTokens::skip), examples[i].ground_truth);
+  }
+  return {count ? correct / double(count) : 0.0, count};
+}
+
+}  // namespace
+
+SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
+  const TrainerConfig& trainer = config.trainer;
+  const data::DataConfig& data_config = config.data;
+  const ThreadPool pool(trainer.num_threads);
+  const kernels::KernelRegistry kernels;
+  core::log_info("{}", pool.describe());
+  core::log_info("{}", kernels.describe());
+
+  prepare_run_folder(trainer.default_local_dir);
+  const std::filesystem::path run_dir = trainer.default_local_dir;
+  write_file_atomically(run_dir / "config.yaml", resolved_yaml);
+
+  const std::unique_ptr<data::Tokenizer> tokenizer = make_tokenizer(config.model.tokenizer);
+  const ExampleSource source(data_config);
+  const model::ModelConfig model_config = make_model_config(config.model, *tokenizer);
+  core::log_info("model {} ({} parameters)", model_config.describe(),
+                 model::ParamLayout::for_model(model_config).num_parameters());
+
+  const int64_t tokens_per_micro_batch = data_config.micro_batch_size_per_gpu * data_config.max_length;
+  // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
+  const int64_t capacity = std::max<int64_t>(tokens_per_micro_batch, 4096);
+  const data::SftBatchBuilder builder(*tokenizer, data::SftPackingConfig{data_config.max_length, tokens_per_micro_batch});
+
+  optim::OptimConfig optim_config = config.optim;
+  optim_config.total_training_steps = trainer.total_training_steps;
+  dist::ParallelContext parallel = dist::ParallelContext::single_process();
+  MemoryTracker tracker;
+  engine::TrainEngine engine(config.megatron, optim_config, model_config, kernels, parallel, tracker, capacity);
+
+  data::DataCursor cursor{data_config.seed, 0, 0};
+  int64_t start_step = 0;
+  const std::optional<int64_t> latest =
+      trainer.resume_mode == "auto" ? checkpoint::CheckpointReader::latest_step(trainer.default_local_dir) : std::nullopt;
+  if (latest) {
+    const checkpoint::CheckpointReader reader(trainer.default_local_dir, *latest);
+    engine.load_checkpoint(reader, kComponent);
+    const nlohmann::json state = reader.read_json("trainer", "state");
+    cursor = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
+    start_step = *latest;
+    core::log_info("resumed from {}/global_step_{}", trainer.default_local_dir, *latest);
+  } else if (config.model.path) {
+    engine.load_hf_weights(*config.model.path);
+  } else {
+    engine.init_random_weights(config.megatron.seed);
+  }
+
+  const bool console = std::find(trainer.logger.begin(), trainer.logger.end(), "console") != trainer.logger.end();
+  const bool jsonl = std::find(trainer.logger.begin(), trainer.logger.end(), "jsonl") != trainer.logger.end();
+  MetricsLog metrics(jsonl ? (run_dir / "metrics.jsonl").string() : std::string(), start_step);
+  const std::string task_name = source.name();
+  const int64_t embedding_params = model_config.vocab_size * model_config.hidden_size;
+  const int64_t matmul_params = engine.num_parameters() - (model_config.tie_word_embeddings ? 0 : embedding_params);
+  const double peak_gflops = kernels::measure_gemm_peak_gflops(kernels, engine.compute_dtype());
+
+  SftSummary summary;
+  summary.final_step = start_step;
+  Stopwatch run_clock;
+  int64_t tokens_run = 0;
+  for (int64_t step = start_step + 1; step <= trainer.total_training_steps; ++step) {
+    Stopwatch step_clock;
+    std::vector<engine::TensorMap> micro_batches;
+    double flops = 0;
+    for (int64_t m = 0; m < data_config.train_batch_size / data_config.micro_batch_size_per_gpu; ++m) {
+      std::vector<data::Example> examples;
+      for (int64_t i = 0; i < data_config.micro_batch_size_per_gpu; ++i) examples.push_back(source.next_train(cursor));
+      for (data::SftMicroBatch& mb : builder.build(examples)) {
+        flops += train_flops(model_config, matmul_params, mb.cu_seqlens);
+        micro_batches.push_back(engine::make_micro_batch(std::move(mb.tokens_N), std::move(mb.positions_N),
+                                                         std::move(mb.targets_N), std::move(mb.cu_seqlens)));
+      }
+    }
+    const engine::ForwardBackwardResult fb = engine.forward_backward(micro_batches, token_mean_nll, engine::ForwardOnly::no);
+    const double lr = engine.lr();
+    const double grad_norm = engine.optimizer_step();
+    engine.lr_step();
+    const double seconds = step_clock.seconds();
+    tokens_run += fb.num_tokens;
+
+    nlohmann::json row = {{"step", step},
+                          {"train/loss", fb.loss},
+                          {"train/grad_norm", grad_norm},
+                          {"train/lr", lr},
+                          {"perf/tokens", fb.num_tokens},
+                          {"perf/throughput", double(fb.num_tokens) / seconds},
+                          {"perf/mfu", flops / seconds / (peak_gflops * 1e9)},
+                          {"timing_s/step", seconds}};
+    for (int t = 0; t < kNumMemoryTiers; ++t) {
+      const auto tier = MemoryTier(t);
+      if (tracker.peak(tier) == 0) continue;
+      row[fmt::format("perf/max_memory_{}_bytes", memory_tier_name(tier))] = tracker.peak(tier);
+      for (int c = 0; c < kNumMemoryCategories; ++c) {
+        const auto category = MemoryCategory(c);
+        if (tracker.peak(tier, category) > 0)
+          row[fmt::format("perf/max_memory_{}_{}_bytes", memory_tier_name(tier), memory_category_name(category))] =
+              tracker.peak(tier, category);
+      }
+    }
+    const bool last = step == trainer.total_training_steps;
+    if (last || (trainer.test_freq > 0 && step % trainer.test_freq == 0)) {
+      Stopwatch eval_clock;
+      const Evaluation eval = evaluate(engine, source, *tokenizer, data_config, capacity);
+      row[fmt::format("val-core/{}/acc/mean@1", task_name)] = eval.accuracy;
+      row["timing_s/testing"] = eval_clock.seconds();
+      summary.val_accuracy = eval.accuracy;
+    }
+    if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
+      checkpoint::CheckpointWriter writer(trainer.default_local_dir, step);
+      engine.save_checkpoint(writer, kComponent);
+      writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
+      writer.commit();
+    }
+    metrics.write(row, console);
+    summary.final_loss = fb.loss;
+    summary.final_step = step;
+    ++summary.steps_run;
+  }
+  summary.train_seconds = run_clock.seconds();
+  summary.tokens_per_second = summary.train_seconds > 0 ? double(tokens_run) / summary.train_seconds : 0;
+  std::printf("\nsft done: %lld steps (to step %lld) in %.1f s, %.0f tokens/s; final loss %.4f; "
+              "val-core/%s/acc/mean@1 %.3f\n",
+              (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,
+              summary.tokens_per_second, summary.final_loss, task_name.c_str(), summary.val_accuracy);
+  std::printf("memory %s\n", tracker.summary().c_str());
+  return summary;
+}
+
+}  // namespace rf::apps

@@ -1,0 +1,199 @@
+#include "config/config_tree.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/suggest.h"
+#include "config/yaml_util.h"
+#include "core/error.h"
+
+namespace rf::config {
+namespace {
+
+enum class OverrideKind : uint8_t { replace, add, add_or_replace };
+
+struct Assignment {
+  OverrideKind kind = OverrideKind::replace;
+  std::string key;  // dotted, without the leading '+'/'++'
+  std::vector<std::string> segments;
+  std::string value_text;
+};
+
+std::vector<std::string> split_dotted(std::string_view path) {
+  std::vector<std::string> segments;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    segments.emplace_back(path.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) return segments;
+    start = dot + 1;
+  }
+}
+
+std::string join_segments(const std::vector<std::string>& segments, size_t count) {
+  std::string joined;
+  for (size_t i = 0; i < count; ++i) joined += (i ? "." : "") + segments[i];
+  return joined;
+}
+
+bool is_valid_segment(const std::string& segment) {
+  if (segment.empty() || segment[0] == '+') return false;
+  for (const char c : segment) {
+    if (std::isspace(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+Assignment parse_assignment(const std::string& text) {
+  const size_t equals = text.find('=');
+  std::string_view key = std::string_view(text).substr(0, equals);
+  Assignment assignment;
+  if (key.starts_with("++")) {
+    assignment.kind = OverrideKind::add_or_replace;
+    key.remove_prefix(2);
+  } else if (key.starts_with("+")) {
+    assignment.kind = OverrideKind::add;
+    key.remove_prefix(1);
+  }
+  assignment.key = key;
+  assignment.segments = split_dotted(key);
+  bool valid = equals != std::string::npos;
+  for (const std::string& segment : assignment.segments) valid = valid && is_valid_segment(segment);
+  if (!valid)
+    throw ConfigError(text, "malformed override: expected key.path=value, +key.path=value (add) or "
+                            "++key.path=value (add or replace)");
+  assignment.value_text = text.substr(equals + 1);
+  return assignment;
+}
+
+YAML::Node parse_value(const Assignment& assignment) {
+  // Hydra reads `key=` as the empty string; YAML would read it as null.
+  if (assignment.value_text.empty()) return YAML::Node(std::string());
+  YAML::Node value;
+  try {
+    value.reset(YAML::Load(assignment.value_text));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(assignment.key,
+                      fmt::format("cannot parse the override value '{}': {}", assignment.value_text, e.msg));
+  }
+  // `key=a: b` or `key=- x` would parse as block collections, which is never what a command line
+  // means; a string with ': ' in it has to be quoted.
+  if ((value.IsMap() || value.IsSequence()) && value.Style() != YAML::EmitterStyle::Flow)
+    throw ConfigError(assignment.key, fmt::format("override value '{}' is a block YAML collection: write it "
+                                                  "in flow style ([a, b] or {{k: v}}) or quote it",
+                                                  assignment.value_text));
+  return value;
+}
+
+[[noreturn]] void throw_missing(const Assignment& assignment, const YAML::Node& parent, size_t missing_index) {
+  const std::vector<std::string> known = map_keys(parent);
+  const auto suggestion = suggest_nearest(assignment.segments[missing_index], known);
+  if (suggestion) {
+    std::vector<std::string> suggested = assignment.segments;
+    suggested[missing_index] = *suggestion;
+    throw ConfigError(assignment.key,
+                      fmt::format("no such key to override; did you mean '{}'? (a leading '+' adds a new key)",
+                                  join_segments(suggested, suggested.size())));
+  }
+  const std::string parent_path = join_segments(assignment.segments, missing_index);
+  throw ConfigError(assignment.key,
+                    fmt::format("no such key to override ({} has keys: {}); a leading '+' adds a new key",
+                                parent_path.empty() ? "the top level" : "'" + parent_path + "'",
+                                known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+}
+
+}  // namespace
+
+ConfigTree ConfigTree::from_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw IoError(path, "is a directory, not a YAML file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_string(text.str(), path);
+}
+
+ConfigTree ConfigTree::from_string(const std::string& yaml, const std::string& source_name) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml);
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) throw IoError(source_name, e.msg);
+    throw IoError(source_name, fmt::format("line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (documents.size() > 1)
+    throw IoError(source_name, fmt::format("holds {} YAML documents; a config is one", documents.size()));
+  if (documents.empty() || documents[0].IsNull()) return ConfigTree(YAML::Node(YAML::NodeType::Map));
+  if (!documents[0].IsMap())
+    throw IoError(source_name, fmt::format("the top level must be a map, got {}", describe_node(documents[0])));
+  return ConfigTree(documents[0]);
+}
+
+ConfigTree::ConfigTree(const ConfigTree& other) : root_(YAML::Clone(other.root_)) {}
+
+ConfigTree& ConfigTree::operator=(const ConfigTree& other) {
+  // reset() rebinds the handle; operator= would overwrite the nodes root_ points to.
+  if (this != &other) root_.reset(YAML::Clone(other.root_));
+  return *this;
+}
+
+void ConfigTree::apply_override(const std::string& text) {
+  const Assignment assignment = parse_assignment(text);
+  const YAML::Node value = parse_value(assignment);
+  const size_t num_segments = assignment.segments.size();
+  YAML::Node parent = root_;
+  for (size_t i = 0; i + 1 < num_segments; ++i) {
+    const std::string& segment = assignment.segments[i];
+    YAML::Node child = find_child(parent, segment);
+    if (child.IsMap()) {
+      parent.reset(child);
+      continue;
+    }
+    if (assignment.kind == OverrideKind::replace && !child.IsDefined()) throw_missing(assignment, parent, i);
+    if (assignment.kind == OverrideKind::replace || (child.IsDefined() && !child.IsNull())) {
+      throw ConfigError(assignment.key, fmt::format("cannot set it: '{}' holds {}, not a map{}",
+                                                    join_segments(assignment.segments, i + 1), describe_node(child),
+                                                    child.IsNull() ? " (a leading '+' creates it)" : ""));
+    }
+    // Adding under an absent or null key: it becomes a map.
+    const YAML::Node created(YAML::NodeType::Map);
+    parent[segment] = created;
+    parent.reset(created);
+  }
+  const std::string& last = assignment.segments.back();
+  const bool exists = find_child(parent, last).IsDefined();
+  if (assignment.kind == OverrideKind::replace && !exists) throw_missing(assignment, parent, num_segments - 1);
+  if (assignment.kind == OverrideKind::add && exists)
+    throw ConfigError(assignment.key, "already exists: drop the leading '+' to replace it (or use '++')");
+  parent[last] = value;
+}
+
+void ConfigTree::apply_overrides(const std::vector<std::string>& assignments) {
+  for (const std::string& assignment : assignments) apply_override(assignment);
+}
+
+YAML::Node ConfigTree::node(const std::string& dotted_path) const {
+  YAML::Node current = root_;
+  if (dotted_path.empty()) return current;
+  for (const std::string& segment : split_dotted(dotted_path)) {
+    YAML::Node child = find_child(current, segment);
+    if (!child.IsDefined()) return child;
+    current.reset(child);
+  }
+  return current;
+}
+
+std::string ConfigTree::to_yaml() const {
+  YAML::Emitter emitter;
+  emitter.SetNullFormat(YAML::LowerNull);
+  emitter << root_;
+  return std::string(emitter.c_str()) + "\n";
+}
+
+}  // namespace rf::config

@@ -1,0 +1,74 @@
+#include "data/jsonl_dataset.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace rf::data {
+namespace {
+
+// One row -> Example; a malformed row is an IoError naming the file and the line.
+Example parse_row(const nlohmann::json& row, const std::string& path, int64_t line_number) {
+  const auto require = [&](bool ok, const std::string& what) {
+    if (!ok) throw IoError(path, fmt::format("line {}: {}", line_number, what));
+  };
+  require(row.is_object(), fmt::format("expected a JSON object, got {}", row.type_name()));
+  require(row.contains("prompt"), "missing \"prompt\"");
+  const nlohmann::json& prompt = row.at("prompt");
+  require(!prompt.is_array(),
+          "\"prompt\" is a list of chat messages; chat templates arrive with the Hugging Face tokenizer, so "
+          "give the prompt as a string");
+  require(prompt.is_string(), fmt::format("\"prompt\" must be a string, got {}", prompt.type_name()));
+  Example example{.prompt = prompt.get<std::string>()};
+  if (row.contains("response")) {
+    const nlohmann::json& response = row.at("response");
+    require(response.is_string(), fmt::format("\"response\" must be a string, got {}", response.type_name()));
+    example.response = response.get<std::string>();
+    example.ground_truth = example.response;
+  }
+  if (row.contains("reward_model")) {
+    const nlohmann::json& reward_model = row.at("reward_model");
+    require(reward_model.is_object() && reward_model.contains("ground_truth"),
+            "\"reward_model\" must be an object with a \"ground_truth\"");
+    const nlohmann::json& ground_truth = reward_model.at("ground_truth");
+    require(ground_truth.is_string() || ground_truth.is_number(),
+            fmt::format("\"reward_model.ground_truth\" must be a string or a number, got {}",
+                        ground_truth.type_name()));
+    example.ground_truth = ground_truth.is_string() ? ground_truth.get<std::string>() : ground_truth.dump();
+  }
+  require(row.contains("response") || row.contains("reward_model"),
+          "neither \"response\" (SFT) nor \"reward_model\": {\"ground_truth\"} (RL)");
+  return example;
+}
+
+}  // namespace
+
+JsonlDataset::JsonlDataset(std::string path) : path_(std::move(path)) {
+  std::ifstream in(path_);
+  if (!in) throw IoError(path_, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::string line;
+  for (int64_t line_number = 1; std::getline(in, line); ++line_number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json row;
+    try {
+      row = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(path_, fmt::format("line {}: invalid JSON: {}", line_number, e.what()));
+    }
+    examples_.push_back(parse_row(row, path_, line_number));
+  }
+  if (in.bad()) throw IoError(path_, fmt::format("read failed: {}", std::strerror(errno)));
+  if (examples_.empty()) throw IoError(path_, "no rows");
+}
+
+const Example& JsonlDataset::example(size_t index) const {
+  RF_CHECK(index < examples_.size(), "{}: row {} is outside the {} rows", path_, index, examples_.size());
+  return examples_[index];
+}
+
+}  // namespace rf::data

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Bad input through the command line: each case must exit non-zero with a one-line `rlforge:` error
+# naming the problem, and must leave what was saved before intact.
+source "$(dirname "$0")/common.sh"
+base=(sft --config examples/sft_arith.yaml trainer.total_training_steps=2 trainer.test_freq=0
+      data.train_batch_size=64 data.val_size=8)
+
+# expect_error <fragment> <args...>: the run fails and its last stderr line is one `rlforge:` line
+# containing <fragment>.
+expect_error() {
+  local fragment="$1"; shift
+  if "$RLFORGE" "$@" > "$SCRATCH/stdout" 2> "$SCRATCH/stderr"; then fail "expected failure: $*"; fi
+  local last; last=$(tail -n 1 "$SCRATCH/stderr")
+  [[ "$last" == rlforge:* ]] || fail "last stderr line is not an rlforge error: '$last'"
+  [[ "$last" == *"$fragment"* ]] || fail "error '$last' does not mention '$fragment'"
+  echo "ok: $last"
+}
+
+expect_error "trainer.total_trainig_steps" "${base[@]}" trainer.total_trainig_steps=5
+expect_error "did you mean" "${base[@]}" trainer.total_trainig_steps=5
+expect_error "trainer.total_training_steps: expected an integer" "${base[@]}" trainer.total_training_steps=abc
+expect_error "data.train_batch_size: must be positive, got -4" "${base[@]}" data.train_batch_size=-4
+expect_error "model.config.num_key_value_heads" "${base[@]}" model.config.num_key_value_heads=3
+expect_error "/nonexistent/train.jsonl" "${base[@]}" "data.train_files=[/nonexistent/train.jsonl]" \
+  "data.val_files=[/nonexistent/val.jsonl]"
+expect_error "no_such_config.yaml" sft --config "$SCRATCH/no_such_config.yaml"
+touch "$SCRATCH/a_file"
+expect_error "$SCRATCH/a_file/run" "${base[@]}" trainer.default_local_dir="$SCRATCH/a_file/run"
+
+# A good checkpoint, then corrupt copies of it: each is a named error, and the original survives.
+"$RLFORGE" "${base[@]}" trainer.save_freq=1 trainer.default_local_dir="$SCRATCH/good" > /dev/null 2>&1 \
+  || fail "could not make the reference checkpoint"
+model_file="global_step_2/actor/model.safetensors"
+[ -f "$SCRATCH/good/$model_file" ] || fail "expected $model_file"
+before=$(find "$SCRATCH/good" -type f -name '*.safetensors' -o -type f -name '*.json' | sort | xargs sha256sum)
+
+cp -r "$SCRATCH/good" "$SCRATCH/flipped"
+printf '\x55' | dd of="$SCRATCH/flipped/$model_file" bs=1 seek=200 conv=notrunc status=none
+expect_error "checksum mismatch" "${base[@]}" trainer.total_training_steps=3 trainer.default_local_dir="$SCRATCH/flipped"
+expect_error "model.safetensors" "${base[@]}" trainer.total_training_steps=3 trainer.default_local_dir="$SCRATCH/flipped"
+
+cp -r "$SCRATCH/good" "$SCRATCH/truncated"
+truncate -s 100 "$SCRATCH/truncated/$model_file"
+expect_error "truncated" "${base[@]}" trainer.total_training_steps=3 trainer.default_local_dir="$SCRATCH/truncated"
+
+cp -r "$SCRATCH/good" "$SCRATCH/bad_pointer"
+echo "banana" > "$SCRATCH/bad_pointer/latest_checkpointed_iteration.txt"
+expect_error "latest_checkpointed_iteration.txt" "${base[@]}" trainer.default_local_dir="$SCRATCH/bad_pointer"
+
+after=$(find "$SCRATCH/good" -type f -name '*.safetensors' -o -type f -name '*.json' | sort | xargs sha256sum)
+[ "$before" == "$after" ] || fail "the good checkpoint changed"
+"$RLFORGE" "${base[@]}" trainer.total_training_steps=3 trainer.default_local_dir="$SCRATCH/good" > "$SCRATCH/resume.log" 2>&1 \
+  || { tail "$SCRATCH/resume.log"; fail "the good checkpoint no longer resumes"; }
+grep -q "resumed from" "$SCRATCH/resume.log" || fail "did not resume from the good checkpoint"
+echo "PASS: every bad input was a named one-line error; saved checkpoints intact"
