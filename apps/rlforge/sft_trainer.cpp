@@ -71,7 +71,7 @@ model::ModelConfig make_model_config(const ModelSection& m, const data::Tokenize
   try {
     return model::ModelConfig::from_json(json, "model.config");
   } catch (const ConfigError& e) {
-    throw ConfigError("model.config." + e.key_path(), e.what());
+    throw ConfigError("model.config." + e.key_path(), e.detail());
   }
 }
 

@@ -68,12 +68,7 @@ void check_known_keys(const YAML::Node& map, const std::string& path, const std:
 }
 
 void rethrow_under(const ConfigError& error, const std::string& path) {
-  // ConfigError keeps only the formatted message, "[rank] config error: <key>: <detail>"; take the
-  // detail back out so the re-keyed error does not repeat the prefix.
-  const std::string what = error.what();
-  const std::string marker = "config error: " + error.key_path() + ": ";
-  const size_t at = what.find(marker);
-  const std::string detail = at == std::string::npos ? what : what.substr(at + marker.size());
+  const std::string& detail = error.detail();
   const std::string key = error.key_path().empty() ? path : join_path(path, error.key_path());
   throw ConfigError(key.empty() ? "<root>" : key, detail);
 }

@@ -14,7 +14,8 @@ std::string& mutable_rank_label() {
 
 ConfigError::ConfigError(std::string key_path, const std::string& what_expected)
     : Error(fmt::format("[{}] config error: {}: {}", core::rank_label(), key_path, what_expected)),
-      key_path_(std::move(key_path)) {}
+      key_path_(std::move(key_path)),
+      detail_(what_expected) {}
 
 IoError::IoError(std::string path, const std::string& what_went_wrong)
     : Error(fmt::format("[{}] I/O error: {}: {}", core::rank_label(), path, what_went_wrong)),

@@ -21,9 +21,12 @@ class ConfigError : public Error {
  public:
   ConfigError(std::string key_path, const std::string& what_expected);
   const std::string& key_path() const { return key_path_; }
+  // The message without the rank and key prefix, for re-keying under an enclosing path.
+  const std::string& detail() const { return detail_; }
 
  private:
   std::string key_path_;
+  std::string detail_;
 };
 
 // A file could not be read or written, or its contents are malformed.

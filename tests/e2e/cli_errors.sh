@@ -2,7 +2,7 @@
 # Bad input through the command line: each case must exit non-zero with a one-line `rlforge:` error
 # naming the problem, and must leave what was saved before intact.
 source "$(dirname "$0")/common.sh"
-base=(sft --config examples/sft_arith.yaml trainer.total_training_steps=2 trainer.test_freq=0
+base=(sft --config examples/sft_arith.yaml trainer.total_training_steps=2 trainer.test_freq=0 optim.lr_warmup_steps=1
       data.train_batch_size=64 data.val_size=8)
 
 # expect_error <fragment> <args...>: the run fails and its last stderr line is one `rlforge:` line

@@ -2,7 +2,7 @@
 # kill -9 during training, then resume: the following losses must equal an uninterrupted run's bit
 # for bit (same thread count), and nothing saved before the kill may be damaged.
 source "$(dirname "$0")/common.sh"
-args=(sft --config examples/sft_arith.yaml trainer.total_training_steps=24 trainer.test_freq=0
+args=(sft --config examples/sft_arith.yaml trainer.total_training_steps=24 trainer.test_freq=0 optim.lr_warmup_steps=2
       trainer.save_freq=6 data.train_batch_size=64 trainer.num_threads=2)
 
 "$RLFORGE" "${args[@]}" trainer.default_local_dir="$SCRATCH/straight" > "$SCRATCH/straight.log" 2>&1 \

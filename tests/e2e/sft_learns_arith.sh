@@ -3,7 +3,7 @@
 # exact-match greedy accuracy on 200 held-out problems, logged as val-core/arith/acc/mean@1.
 source "$(dirname "$0")/common.sh"
 "$RLFORGE" sft --config examples/sft_arith.yaml trainer.default_local_dir="$SCRATCH/run" \
-  trainer.total_training_steps=500 trainer.test_freq=500 trainer.save_freq=0 optim.lr_warmup_steps=25 \
+  trainer.total_training_steps=1000 trainer.test_freq=1000 trainer.save_freq=0 \
   > "$SCRATCH/out.log" 2>&1 || { tail -20 "$SCRATCH/out.log"; fail "sft exited with an error"; }
 tail -3 "$SCRATCH/out.log"
 acc=$(last_metric "$SCRATCH/run/metrics.jsonl" "val-core/arith/acc/mean@1")
