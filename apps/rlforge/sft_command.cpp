@@ -30,6 +30,7 @@ Command add_sft_command(CLI::App& app) {
   cmd->add_option("overrides", *overrides, "dotted overrides: trainer.total_training_steps=200, +a.b=1");
   return [config_path, overrides] {
     config::ConfigTree tree = config::ConfigTree::from_file(*config_path);
+    tree.merge_defaults(config::to_yaml(SftConfig{}));
     tree.apply_overrides(*overrides);
     SftConfig sft = config::bind<SftConfig>(tree.root(), "");
     const SftSummary summary = run_sft(sft, YAML::Dump(config::to_yaml(sft)));

@@ -196,4 +196,24 @@ std::string ConfigTree::to_yaml() const {
   return std::string(emitter.c_str()) + "\n";
 }
 
+namespace {
+
+void merge_missing(YAML::Node target, const YAML::Node& defaults) {
+  for (const auto& item : defaults) {
+    const std::string key = item.first.as<std::string>();
+    YAML::Node existing = find_child(target, key);
+    if (!existing.IsDefined()) {
+      target[key] = YAML::Clone(item.second);
+    } else if (existing.IsMap() && item.second.IsMap()) {
+      merge_missing(existing, item.second);
+    }
+  }
+}
+
+}  // namespace
+
+void ConfigTree::merge_defaults(const YAML::Node& defaults) {
+  if (defaults.IsMap()) merge_missing(root_, defaults);
+}
+
 }  // namespace rf::config

@@ -30,6 +30,11 @@ class ConfigTree {
   ConfigTree& operator=(const ConfigTree& other);
   ~ConfigTree() = default;
 
+  // Fills in every key of `defaults` (e.g. to_yaml of a default-constructed config struct) that the
+  // document lacks, recursing into maps present in both; keys in the document win. Afterwards a
+  // plain `a.b=v` override reaches every schema key, as in verl, whose YAML lists all defaults.
+  void merge_defaults(const YAML::Node& defaults);
+
   // ConfigError naming the key path (or the whole assignment when it is malformed).
   void apply_override(const std::string& assignment);
   void apply_overrides(const std::vector<std::string>& assignments);

@@ -304,3 +304,23 @@ TEST(ConfigFiles, TopLevelMustBeOneMap) {
 
 }  // namespace
 }  // namespace rf::config
+
+namespace rf::config {
+namespace {
+
+TEST(ConfigTree, MergeDefaultsFillsOnlyMissingKeysSoOverridesReachThem) {
+  ConfigTree tree = ConfigTree::from_string("trainer: {steps: 5}\nmodel: {config: {hidden: 8}}\n", "test.yaml");
+  const YAML::Node defaults = YAML::Load("trainer: {steps: 100, freq: 10}\nmodel: {config: null, path: null}\nextra: 1\n");
+  tree.merge_defaults(defaults);
+  EXPECT_EQ(tree.node("trainer.steps").as<int>(), 5);  // the document wins
+  EXPECT_EQ(tree.node("trainer.freq").as<int>(), 10);  // filled in
+  EXPECT_EQ(tree.node("model.config.hidden").as<int>(), 8);  // a map in the document is kept as is
+  EXPECT_TRUE(tree.node("model.path").IsNull());
+  EXPECT_EQ(tree.node("extra").as<int>(), 1);
+  tree.apply_override("trainer.freq=3");  // no '+' needed for a schema key the document omitted
+  EXPECT_EQ(tree.node("trainer.freq").as<int>(), 3);
+  EXPECT_EQ(defaults["trainer"]["freq"].as<int>(), 10);  // the defaults were cloned, not aliased
+}
+
+}  // namespace
+}  // namespace rf::config
