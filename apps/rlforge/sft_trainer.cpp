@@ -56,9 +56,26 @@ class ExampleSource {
   std::optional<data::JsonlDataset> train_, val_;
 };
 
-std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& spec) {
-  if (spec.starts_with("builtin:")) return std::make_unique<data::CharTokenizer>(data::CharTokenizer::for_task(spec.substr(8)));
-  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::load(spec));
+// The built-in character tokenizer is the only kind until the HF tokenizer lands.
+data::CharTokenizer make_tokenizer(const std::string& spec) {
+  if (spec.starts_with("builtin:")) return data::CharTokenizer::for_task(spec.substr(8));
+  return data::CharTokenizer::load(spec);
+}
+
+// Every checkpoint also carries a Hugging Face folder (config.json, model.safetensors in f32,
+// tokenizer files) under `huggingface/`, so a trained model is a normal HF-style folder.
+void add_hf_export(checkpoint::CheckpointWriter& writer, const engine::TrainEngine& engine,
+                   const data::CharTokenizer& tokenizer, int64_t max_length) {
+  constexpr const char* kHf = "huggingface";
+  nlohmann::json config = engine.model_config().to_json();
+  config["torch_dtype"] = "float32";
+  writer.add_file(kHf, "config.json", config.dump(2) + "\n");
+  std::vector<checkpoint::ShardedTensor> weights;
+  const model::ParamStore& master = engine.master_weights();
+  for (const model::ParamEntry& e : master.layout().entries())
+    weights.push_back(checkpoint::whole_tensor(e.name, master.get(e.name)));
+  writer.add_tensors(kHf, "model", weights);
+  for (const auto& [name, contents] : tokenizer.hf_files(max_length)) writer.add_file(kHf, name, contents);
 }
 
 model::ModelConfig make_model_config(const ModelSection& m, const data::Tokenizer& tokenizer) {
@@ -171,16 +188,16 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
   const std::filesystem::path run_dir = trainer.default_local_dir;
   write_file_atomically(run_dir / "config.yaml", resolved_yaml);
 
-  const std::unique_ptr<data::Tokenizer> tokenizer = make_tokenizer(config.model.tokenizer);
+  const data::CharTokenizer tokenizer = make_tokenizer(config.model.tokenizer);
   const ExampleSource source(data_config);
-  const model::ModelConfig model_config = make_model_config(config.model, *tokenizer);
+  const model::ModelConfig model_config = make_model_config(config.model, tokenizer);
   core::log_info("model {} ({} parameters)", model_config.describe(),
                  model::ParamLayout::for_model(model_config).num_parameters());
 
   const int64_t tokens_per_micro_batch = data_config.micro_batch_size_per_gpu * data_config.max_length;
   // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
   const int64_t capacity = std::max<int64_t>(tokens_per_micro_batch, 4096);
-  const data::SftBatchBuilder builder(*tokenizer, data::SftPackingConfig{data_config.max_length, tokens_per_micro_batch});
+  const data::SftBatchBuilder builder(tokenizer, data::SftPackingConfig{data_config.max_length, tokens_per_micro_batch});
 
   optim::OptimConfig optim_config = config.optim;
   optim_config.total_training_steps = trainer.total_training_steps;
@@ -259,7 +276,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     const bool last = step == trainer.total_training_steps;
     if (last || (trainer.test_freq > 0 && step % trainer.test_freq == 0)) {
       Stopwatch eval_clock;
-      const Evaluation eval = evaluate(engine, source, *tokenizer, data_config, capacity);
+      const Evaluation eval = evaluate(engine, source, tokenizer, data_config, capacity);
       row[fmt::format("val-core/{}/acc/mean@1", task_name)] = eval.accuracy;
       row["timing_s/testing"] = eval_clock.seconds();
       summary.val_accuracy = eval.accuracy;
@@ -267,6 +284,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
       checkpoint::CheckpointWriter writer(trainer.default_local_dir, step);
       engine.save_checkpoint(writer, kComponent);
+      add_hf_export(writer, engine, tokenizer, data_config.max_length);
       writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
       writer.commit();
     }

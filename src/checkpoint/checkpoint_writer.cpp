@@ -149,6 +149,16 @@ void CheckpointWriter::add_json(const std::string& component, const std::string&
   manifest_.components[component].json_files[name] = file_name;
 }
 
+void CheckpointWriter::add_file(const std::string& component, const std::string& file_name,
+                                const std::string& contents) {
+  RF_CHECK(!committed_, "checkpoint step {}: add_file after commit", step_);
+  RF_CHECK(is_plain_name(component), "checkpoint component '{}' is not a plain folder name", component);
+  RF_CHECK(is_plain_name(file_name), "checkpoint file name '{}' is not a plain file name", file_name);
+  RF_CHECK(!has_file(component, file_name), "checkpoint component '{}' already has {}", component, file_name);
+  write_file_synced(join(component_folder(component), file_name), contents);
+  record_file(component, file_name);
+}
+
 void CheckpointWriter::commit() {
   RF_CHECK(!committed_, "checkpoint step {}: commit called twice", step_);
   committed_ = true;  // a failed commit is not retried: the caller starts a new writer

@@ -65,6 +65,9 @@ class CheckpointWriter {
                    const std::vector<ShardedTensor>& shards);
   // Writes `value` to <component>/<name>.json.
   void add_json(const std::string& component, const std::string& name, const nlohmann::json& value);
+  // Writes `contents` to <component>/<file_name> (e.g. an HF config.json or tokenizer.json), recorded
+  // and checksummed in the manifest like every other file.
+  void add_file(const std::string& component, const std::string& file_name, const std::string& contents);
   // Publishes the step (see the file comment). Nothing is visible before; the writer is spent after.
   void commit();
 

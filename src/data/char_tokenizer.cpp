@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -187,19 +188,24 @@ std::optional<int64_t> CharTokenizer::special_token_id(std::string_view content)
   return std::nullopt;
 }
 
-void CharTokenizer::save(const std::string& dir, int64_t model_max_length) const {
+std::map<std::string, std::string> CharTokenizer::hf_files(int64_t model_max_length) const {
   RF_CHECK(model_max_length > 0, "tokenizer model_max_length must be positive, got {}", model_max_length);
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) throw IoError(dir, fmt::format("cannot create the folder: {}", error.message()));
   OrderedJson config = {{"tokenizer_class", "PreTrainedTokenizerFast"}};
   config.update(special_tokens_map_json());
   config["model_max_length"] = model_max_length;
   // transformers would otherwise "clean up" spaces before punctuation, which a character model emits on purpose.
   config["clean_up_tokenization_spaces"] = false;
-  write_file_atomically(fs::path(dir) / "tokenizer.json", tokenizer_json(alphabet_).dump(2) + "\n");
-  write_file_atomically(fs::path(dir) / "tokenizer_config.json", config.dump(2) + "\n");
-  write_file_atomically(fs::path(dir) / "special_tokens_map.json", special_tokens_map_json().dump(2) + "\n");
+  return {{"tokenizer.json", tokenizer_json(alphabet_).dump(2) + "\n"},
+          {"tokenizer_config.json", config.dump(2) + "\n"},
+          {"special_tokens_map.json", special_tokens_map_json().dump(2) + "\n"}};
+}
+
+void CharTokenizer::save(const std::string& dir, int64_t model_max_length) const {
+  const auto files = hf_files(model_max_length);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) throw IoError(dir, fmt::format("cannot create the folder: {}", error.message()));
+  for (const auto& [name, contents] : files) write_file_atomically(fs::path(dir) / name, contents);
 }
 
 CharTokenizer CharTokenizer::load(const std::string& dir) {

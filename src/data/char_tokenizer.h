@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <string>
 
 #include "data/tokenizer.h"
@@ -29,6 +30,8 @@ class CharTokenizer final : public Tokenizer {
 
   // Writes tokenizer.json, tokenizer_config.json and special_tokens_map.json into `dir` (created if
   // needed), each atomically (temp file, fsync, rename). IoError naming the file on failure.
+  // tokenizer.json, tokenizer_config.json and special_tokens_map.json (file name -> contents).
+  std::map<std::string, std::string> hf_files(int64_t model_max_length) const;
   void save(const std::string& dir, int64_t model_max_length) const;
   // Reads `dir`/tokenizer.json as save() writes it. Any other kind of tokenizer.json is an IoError
   // naming the file.

@@ -38,3 +38,19 @@ bad = [s for s in straight if straight[s] != resumed[s]]
 assert not bad, f"steps {bad} differ: {[(straight[s], resumed[s]) for s in bad]}"
 print("PASS: 24 steps, losses and grad norms identical bit for bit")
 PY
+
+# Every checkpoint carries an HF-style folder; a new run starts from it with the trained weights.
+hf="$SCRATCH/killed/global_step_24/huggingface"
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json special_tokens_map.json; do
+  [ -f "$hf/$f" ] || fail "checkpoint lacks huggingface/$f"
+done
+"$RLFORGE" "${args[@]}" trainer.total_training_steps=2 optim.lr_warmup_steps=1 model.path="$hf" model.tokenizer="$hf" \
+  trainer.default_local_dir="$SCRATCH/from_hf" > "$SCRATCH/from_hf.log" 2>&1 \
+  || { tail "$SCRATCH/from_hf.log"; fail "could not start from the exported HF folder"; }
+python3 - "$SCRATCH/straight/metrics.jsonl" "$SCRATCH/from_hf/metrics.jsonl" <<'PY'
+import json, sys
+fresh = json.loads(open(sys.argv[1]).readline())["train/loss"]
+loaded = json.loads(open(sys.argv[2]).readline())["train/loss"]
+assert loaded < fresh - 0.3, f"first loss from the exported weights {loaded} is not below a fresh model's {fresh}"
+print(f"PASS: restarting from the HF export starts at loss {loaded:.3f} (fresh model: {fresh:.3f})")
+PY
