@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/rlforge/metrics_log.h"
+#include "apps/rlforge/metrics_plot.h"
 #include "apps/rlforge/yaml_json.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
@@ -294,12 +295,14 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     ++summary.steps_run;
   }
   summary.train_seconds = run_clock.seconds();
+  if (jsonl) write_metrics_plot((run_dir / "metrics.jsonl").string(), (run_dir / "metrics.svg").string());
   summary.tokens_per_second = summary.train_seconds > 0 ? double(tokens_run) / summary.train_seconds : 0;
   std::printf("\nsft done: %lld steps (to step %lld) in %.1f s, %.0f tokens/s; final loss %.4f; "
               "val-core/%s/acc/mean@1 %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,
               summary.tokens_per_second, summary.final_loss, task_name.c_str(), summary.val_accuracy);
   std::printf("memory %s\n", tracker.summary().c_str());
+  if (jsonl) std::printf("metrics: %s (plot: %s)\n", (run_dir / "metrics.jsonl").c_str(), (run_dir / "metrics.svg").c_str());
   return summary;
 }
 

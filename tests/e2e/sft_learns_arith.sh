@@ -9,4 +9,6 @@ tail -3 "$SCRATCH/out.log"
 acc=$(last_metric "$SCRATCH/run/metrics.jsonl" "val-core/arith/acc/mean@1")
 python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.90 else 1)" || fail "held-out accuracy $acc < 0.90"
 grep -q "sft done:" "$SCRATCH/out.log" || fail "no summary line"
+grep -q "<polyline" "$SCRATCH/run/metrics.svg" || fail "no loss curve in metrics.svg"
+grep -q "val-core/arith/acc/mean@1" "$SCRATCH/run/metrics.svg" || fail "no validation curve in metrics.svg"
 echo "PASS: held-out accuracy $acc"
