@@ -4,6 +4,7 @@
 #   libopenblas-openmp-dev: the OpenMP build of OpenBLAS, so BLAS shares our one OpenMP pool
 #                           (the default pthread build fights OpenMP for the cores).
 #   libdnnl-dev:            oneDNN, bf16 matmul (AVX512-BF16 / AMX kernels).
+#   python3:                the end-to-end test scripts read metrics.jsonl with it.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   libopenblas-openmp-dev libdnnl-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3
 )
 
 missing=()
