@@ -15,12 +15,12 @@
 // Backward recomputes the probabilities from the saved lse (exp is evaluated twice, once per pass).
 // Legend: B batch, T sequence, H query heads, K kv heads, D head dim; S keys held by a task.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "kernels/attention_args.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -32,19 +32,6 @@ constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 
 // Multiply-adds of the causal scores if each row were one document (an upper bound).
 int64_t score_work(const AttentionDims& dims) { return dims.B * dims.H * dims.T * (dims.T + 1) / 2 * dims.D; }
-
-float widen(float x) { return x; }
-float widen(bf16 x) { return to_f32(x); }
-template <class E>
-E narrow(float x);
-template <>
-float narrow<float>(float x) {
-  return x;
-}
-template <>
-bf16 narrow<bf16>(float x) {
-  return to_bf16(x);
-}
 
 // Row (i0, i1, i2) of a rank-4 view whose inner dim is contiguous.
 template <class E>
@@ -66,12 +53,13 @@ struct LseRows {
 template <class E>
 void load_row(const E* src, float factor, float* dst, int64_t D) {
 #pragma omp simd
-  for (int64_t d = 0; d < D; ++d) dst[d] = widen(src[d]) * factor;
+  for (int64_t d = 0; d < D; ++d) dst[d] = load(src[d]) * factor;
 }
 
 template <class E>
 void store_row(const float* src, float factor, E* dst, int64_t D) {
-  for (int64_t d = 0; d < D; ++d) dst[d] = narrow<E>(src[d] * factor);
+#pragma omp simd
+  for (int64_t d = 0; d < D; ++d) store(dst[d], src[d] * factor);
 }
 
 // Rows [s0, s1) of kv head kv of row b, widened: row-major into rows_SD (row s at s - s0).
@@ -86,7 +74,7 @@ void load_transposed(const Rows<E>& x, int64_t b, int64_t kv, int64_t s0, int64_
   const int64_t ld = s1 - s0;
   for (int64_t s = s0; s < s1; ++s) {
     const E* row = x(b, s, kv);
-    for (int64_t d = 0; d < D; ++d) cols_DS[d * ld + (s - s0)] = widen(row[d]);
+    for (int64_t d = 0; d < D; ++d) cols_DS[d * ld + (s - s0)] = load(row[d]);
   }
 }
 
@@ -140,30 +128,14 @@ void add_weighted_rows(const float* w_S, const float* rows_SD, int64_t n, int64_
   for (; i < n; ++i) axpy(w_S[i], rows_SD + i * D, acc_D, D);
 }
 
-// exp(x) without a libm call, so loops over it vectorise: x = n ln2 + r with |r| <= ln2 / 2
-// (Cody-Waite split of ln2), exp(r) by its degree-7 Taylor polynomial (truncation < 1e-8
-// relative), times 2^n built in the exponent bits. About 1 ulp from expf. x is clamped to
-// [-87, 88] so that 2^n stays a normal float; callers pass x <= ~0, where exp(-87) ~ 2e-38
-// is as good as 0 next to the row's largest probability.
-float exp_approx(float x) {
-  constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693145752f, kLn2Lo = 1.42860677e-6f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float shifted = x * kLog2e + kRound;
-  const float n = shifted - kRound;
-  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
-  float poly = 1.0f / 5040;
-  for (float c : {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) poly = poly * r + c;
-  const int32_t exponent = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound) + 127;
-  return poly * std::bit_cast<float>(exponent << 23);
-}
-
-// p_S[i] = exp(p_S[i] - shift) for i < n; returns their sum.
+// p_S[i] = exp(p_S[i] - shift) for i < n; returns their sum. The shift is the row's largest score
+// (forward) or its lse >= that score (backward, the same scores recomputed), so the exponents are
+// <= 0, up to rounding.
 float exp_shifted(float* p_S, int64_t n, float shift) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
-    p_S[i] = exp_approx(p_S[i] - shift);
+    p_S[i] = exp_nonpositive(p_S[i] - shift);
     sum += p_S[i];
   }
   return sum;

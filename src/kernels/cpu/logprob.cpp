@@ -1,15 +1,14 @@
 // Fast softmax cross-entropy with log-prob and entropy outputs (maths in logprob.h), f32 and bf16
 // logits. Rows are spread over the OpenMP threads; within a row, the vocabulary loops are plain
-// loops that the compiler vectorises, with an exp written for the vectoriser (glibc's vector exp
-// is only offered under -ffast-math, which we do not use).
+// loops that the compiler vectorises, with the exp of cpu/elementwise.h written for the vectoriser.
 // Not here: the vocab-parallel case (vocab_start != 0); see ref/logprob.cpp.
 // Legend: N tokens, V vocab (columns held here).
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -19,52 +18,6 @@ namespace {
 constexpr int64_t kSumChunk = 512;
 // Below this many logits the threads cost more than they save.
 constexpr int64_t kParallelMin = 1 << 15;
-
-inline float to_float(float x) { return x; }
-inline float to_float(bf16 x) { return std::bit_cast<float>(uint32_t(x.bits) << 16); }
-
-inline void store(float& dst, float x) { dst = x; }
-// Same rounding as rf::to_bf16 (nearest even, NaN stays NaN), written without a branch so that the
-// store loop vectorises.
-inline void store(bf16& dst, float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  dst.bits = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-
-// (c ? a : b) on the bit patterns. A float ?: (or std::max) stays a branch on AVX2 and SSE2:
-// under -ftrapping-math GCC will not if-convert a float comparison, so the loop would not vectorise.
-inline float select(bool c, float a, float b) {
-  const uint32_t mask = -uint32_t(c);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) | (std::bit_cast<uint32_t>(b) & ~mask));
-}
-
-// exp(x) for the x <= 0 this file needs (x - max, or z - lse; a rounding-level x > 0 counts as 0),
-// within ~2 ulp: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Cephes' degree-7 polynomial for
-// e^r, and 2^n from the exponent bits. Below kExpLow (e^x < 1e-37, nothing next to the row's
-// largest term) it returns 0, which also keeps 2^n a normal number. NaN stays NaN.
-constexpr float kExpLow = -86.0f;
-inline float exp_nonpositive(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;  // few mantissa bits: n * kLn2Hi is exact
-  constexpr float kLn2Lo = -2.12194440e-4f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const bool below = x < kExpLow;
-  const float xc = select(x > 0.0f, 0.0f, select(below, kExpLow, x));
-  const float shifted = xc * kLog2e + kRound;
-  const float n = shifted - kRound;
-  const int32_t n_int = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float poly = 1.9875691500e-4f;
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  const float e_r = poly * r * r + r + 1.0f;
-  return select(below, 0.0f, e_r * std::bit_cast<float>(uint32_t(n_int + 127) << 23));
-}
 
 // A [N, V] view with a contiguous inner dim: row n starts at data + n * row_stride.
 template <class T>
@@ -130,7 +83,7 @@ void forward_rows(double temperature, Rows<const T> logits, int64_t N, int64_t V
     const T* x = logits.data + n * logits.row_stride;
     float x_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : x_max)
-    for (int64_t v = 0; v < V; ++v) x_max = std::max(x_max, to_float(x[v]));
+    for (int64_t v = 0; v < V; ++v) x_max = std::max(x_max, load(x[v]));
 
     // With d = z - max z (x - x_max is exact for the x near x_max that carry the probability):
     // lse = max z + log sum e^d, and sum p z = max z + sum e^d d / sum e^d, so
@@ -141,7 +94,7 @@ void forward_rows(double temperature, Rows<const T> logits, int64_t N, int64_t V
       float chunk_exp = 0, chunk_exp_d = 0;
 #pragma omp simd reduction(+ : chunk_exp, chunk_exp_d)
       for (int64_t v = v0; v < v1; ++v) {
-        const float d = (to_float(x[v]) - x_max) * inv_t;
+        const float d = (load(x[v]) - x_max) * inv_t;
         const float e = exp_nonpositive(d);
         chunk_exp += e;
         chunk_exp_d += e * d;
@@ -151,7 +104,7 @@ void forward_rows(double temperature, Rows<const T> logits, int64_t N, int64_t V
     }
     const double log_sum = std::log(sum_exp);
     const int64_t t = targets[n];
-    logp[n] = t < 0 ? 0.0f : float((double(to_float(x[t])) - x_max) / temperature - log_sum);
+    logp[n] = t < 0 ? 0.0f : float((double(load(x[t])) - x_max) / temperature - log_sum);
     lse[n] = float(double(x_max) / temperature + log_sum);
     if (entropy.data) entropy[n] = float(log_sum - sum_exp_d / sum_exp);
   }
@@ -180,11 +133,11 @@ void backward_rows(double temperature, Rows<const T> logits, int64_t N, int64_t 
     const float beta = float(dentropy / temperature);
 #pragma omp simd
     for (int64_t v = 0; v < V; ++v) {
-      const float d = (to_float(x[v]) - a) * inv_t - b;
+      const float d = (load(x[v]) - a) * inv_t - b;
       store(dx[v], -exp_nonpositive(d) * (alpha + beta * d));
     }
     if (t >= 0) {  // the target column again, in f64, with its 1[v = target] term
-      const double d = double(to_float(x[t])) / temperature - lse;
+      const double d = double(load(x[t])) / temperature - lse;
       const double p = std::exp(d);
       store(dx[t], float((dlogp * (1.0 - p) - dentropy * p * (d + entropy)) / temperature));
     }

@@ -1,10 +1,8 @@
 // Fast SwiGLU for f32 and bf16 (maths in kernels/swiglu.h), elementwise in f32, rows spread over
-// threads. The exponential is our own (below) because libm's expf is a scalar call: the compiler
-// only vectorises it under -ffast-math, which we do not use.
+// threads. The exponential is the vectorisable one of cpu/elementwise.h: libm's expf is a scalar
+// call, which the compiler only vectorises under -ffast-math, which we do not use.
 // Legend: N tokens, F FFN width.
-#include <bit>
 #include <cmath>
-#include <cstdint>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -13,32 +11,11 @@
 namespace rf::kernels::RF_CPU_NS {
 namespace {
 
-// e^x for x <= 0, within 1.5 ulp (checked at every float in [-87, 0]): Cody-Waite reduction
-// x = k ln2 + r with |r| <= ln2/2, Cephes' degree-6 polynomial for e^r, and 2^k built in the
-// exponent bits. Below -87, where 2^k would leave the normal range, it returns 0 (the true value is
-// under 1.7e-38 there). NaN is clamped too, so the float-to-int conversion below is always defined;
-// callers multiply by their own NaN input anyway.
-inline float exp_nonpositive(float x) {
-  const float clamped = x > -87.0f ? x : -87.0f;
-  // Round to the nearest integer by adding and removing 1.5 * 2^23 (vectorises without SSE4.1).
-  const float k = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (clamped - k * 0.693359375f) + k * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e_r = p * r * r + r + 1.0f;
-  const float two_k = std::bit_cast<float>(uint32_t(int32_t(k) + 127) << 23);
-  return x < -87.0f ? 0.0f : e_r * two_k;
-}
-
-// 1 / (1 + e^-g), from e^-|g| so the exponential never overflows.
+// 1 / (1 + e^-g), from e^-|g| so the exponential never overflows. NaN stays NaN.
 inline float sigmoid(float g) {
   const float e = exp_nonpositive(-std::fabs(g));
   const float r = 1.0f / (1.0f + e);
-  return g >= 0.0f ? r : e * r;
+  return select(g >= 0.0f, r, e * r);
 }
 
 template <class T>
