@@ -1,0 +1,397 @@
+// Per-op speed of every kernel variant against the `ref` oracle, measured in one run, on the
+// shapes of a small Llama-style model (hidden 512, 8 heads / 4 kv heads of dim 64, FFN 1408,
+// vocab 8192, batch 8 x 256 tokens). For each (op, dtype) it times `ref` and every cpu variant this
+// CPU can run, and prints one line each:
+//   RESULT kernel <op> <dtype> <variant> time_ms=<t> ratio_vs_ref=<ref time / t> <rate>
+// with the rate in GFLOP/s (and % of the GEMM peak measured at start) for GEMM-like ops, in GB/s
+// (the minimal bytes the op must move) for memory-bound ones.
+//   usage: kernel_bench [--threads N]   (default: one thread per core)
+// Timing: one warm-up call, then the median of at least 5 calls. The `ref` kernels are naive and
+// single-threaded, so `ref` runs on a leading-dim slice of the same tensors (1/d of the tokens, of
+// the batch, or of the AdamW buffer; every op's cost is linear in that dim) and its time is
+// multiplied by d; each ref line says which slice it timed. Everything else runs on the full shape.
+// What is not here: end-to-end step time (rlforge demo) and per-shape GEMM detail (gemm_bench).
+// Legend: B batch, T sequence, N = B*T tokens, C hidden, H heads, K kv heads, D head dim, F FFN,
+// V vocab.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/philox.h"
+#include "core/stopwatch.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/blas_info.h"
+#include "kernels/kernel_registry.h"
+
+namespace {
+
+using rf::DType;
+using rf::Shape;
+using rf::Tensor;
+using rf::TensorView;
+using namespace rf::kernels;
+
+constexpr int64_t kB = 8, kT = 256, kN = kB * kT, kC = 512, kH = 8, kK = 4, kD = 64, kF = 1408, kV = 8192;
+// AdamW and the grad norm sweep one flat buffer of the model's size (~19M parameters with 4 layers
+// and an untied head); 2^24 elements is that order of magnitude.
+constexpr int64_t kNumParams = int64_t(1) << 24;
+constexpr int kMinReps = 5;
+// Fast kernels repeat until about this long (bounded), so millisecond ops get a steadier median.
+constexpr double kTargetSeconds = 0.25;
+constexpr int kMaxReps = 25;
+
+// Median wall time of `fn` after one warm-up call: at least kMinReps calls, more for short ops.
+double median_seconds(const std::function<void()>& fn, bool adaptive) {
+  rf::Stopwatch warm_up;
+  fn();
+  const double first = warm_up.seconds();
+  const int reps = adaptive ? std::clamp(int(kTargetSeconds / std::max(first, 1e-6)), kMinReps, kMaxReps) : kMinReps;
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const rf::Stopwatch one;
+    fn();
+    times.push_back(one.seconds());
+  }
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  return times[reps / 2];
+}
+
+Tensor random(Shape shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
+  Tensor t(shape, dtype);
+  rf::fill_uniform(t, rf::Philox(seed, 0), low, high);
+  return t;
+}
+
+Tensor random_ids(int64_t count, int64_t bound, uint64_t seed) {
+  Tensor ids({count}, DType::i64);
+  const rf::Philox rng(seed, 1);
+  for (int64_t i = 0; i < count; ++i) ids.data<int64_t>()[i] = int64_t(rng.uniform(uint64_t(i)) * double(bound));
+  return ids;
+}
+
+// Rows [0, rows) of a view along its leading dim.
+TensorView head(TensorView x, int64_t rows) { return x.slice(0, 0, rows); }
+
+const KernelTable& table_of(KernelVariant variant) {
+  switch (variant) {
+    case KernelVariant::ref: return ref::table();
+    case KernelVariant::cpu_generic: return cpu_generic::table();
+    case KernelVariant::cpu_avx2: return cpu_avx2::table();
+    case KernelVariant::cpu_avx512: return cpu_avx512::table();
+  }
+  return ref::table();
+}
+
+// One benchmarked op on one dtype. `run(table, rows)` calls the op on the first `rows` of its
+// scaled dim (full_rows for the fast kernels, full_rows / ref_divisor for ref).
+struct OpCase {
+  std::string op;
+  double flops = 0;  // of the full shape; 0 for memory-bound ops
+  double bytes = 0;  // minimal bytes the full shape moves
+  int64_t full_rows = 0;
+  int64_t ref_divisor = 1;
+  const char* scaled_dim = "N";
+  std::function<void(const KernelTable&, int64_t rows)> run;
+};
+
+// The tensors of every op for one dtype, filled once; ops that need a forward's saved state
+// (rmsnorm's rstd, attention's out and lse, logprob's lse and entropy) get it from `prepare`.
+struct Workload {
+  DType dtype;
+  size_t es;  // element size of the compute dtype
+  // embedding
+  Tensor ids_N, table_VC, emb_out_NC, dtable_VC;
+  // linear: one shape per distinct GEMM family of the model (see kLinearShapes)
+  std::vector<Tensor> lin_x, lin_w, lin_y, lin_dy, lin_dx, lin_dw;
+  // rmsnorm
+  Tensor x_NC, w_C, y_NC, rstd_N, dy_NC, dx_NC, dw_C;
+  // rope (on q: N x H x D) and attention
+  Tensor pos_N, rope_NHD;
+  Tensor q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD;
+  // swiglu
+  Tensor gate_NF, up_NF, h_NF, dh_NF, dgate_NF, dup_NF;
+  // logprob
+  Tensor logits_NV, targets_N, logp_N, entropy_N, lse_N, dlogp_N, dentropy_N, dlogits_NV;
+  // adamw / sum_squares: f32 masters always; the bf16 run writes the bf16 model copy too
+  Tensor param, grad, exp_avg, exp_avg_sq, param_copy, sq_x;
+};
+
+struct LinearShape {
+  const char* layer;
+  int64_t I, O;
+  int64_t ref_divisor;  // the naive triple loop over all 2048 tokens would take minutes
+};
+// q/k/v fused: 512 -> 8*64 + 2*4*64; gate/up fused: 512 -> 2*1408; down: 1408 -> 512; head: 512 -> 8192.
+constexpr LinearShape kLinearShapes[] = {
+    {"qkv", kC, kH * kD + 2 * kK * kD, 16},
+    {"gate_up", kC, 2 * kF, 32},
+    {"down", kF, kC, 32},
+    {"lm_head", kC, kV, 64},
+};
+
+Workload make_workload(DType dtype) {
+  Workload w;
+  w.dtype = dtype;
+  w.es = rf::dtype_size(dtype);
+  const DType grad_dtype = DType::f32;
+  w.ids_N = random_ids(kN, kV, 1);
+  w.table_VC = random({kV, kC}, dtype, 2);
+  w.emb_out_NC = Tensor({kN, kC}, dtype);
+  w.dtable_VC = Tensor({kV, kC}, grad_dtype);
+  for (const LinearShape& s : kLinearShapes) {
+    w.lin_x.push_back(random({kN, s.I}, dtype, 3));
+    w.lin_w.push_back(random({s.O, s.I}, dtype, 4, -0.05, 0.05));
+    w.lin_y.emplace_back(Shape{kN, s.O}, dtype);
+    w.lin_dy.push_back(random({kN, s.O}, dtype, 5));
+    w.lin_dx.emplace_back(Shape{kN, s.I}, dtype);
+    w.lin_dw.emplace_back(Shape{s.O, s.I}, grad_dtype);
+  }
+  w.x_NC = random({kN, kC}, dtype, 6);
+  w.w_C = random({kC}, dtype, 7, 0.5, 1.5);
+  w.y_NC = Tensor({kN, kC}, dtype);
+  w.rstd_N = Tensor({kN}, DType::f32);
+  w.dy_NC = random({kN, kC}, dtype, 8);
+  w.dx_NC = Tensor({kN, kC}, dtype);
+  w.dw_C = Tensor({kC}, grad_dtype);
+  w.pos_N = Tensor({kN}, DType::i64);
+  for (int64_t n = 0; n < kN; ++n) w.pos_N.data<int64_t>()[n] = n % kT;
+  w.rope_NHD = random({kN, kH, kD}, dtype, 9);
+  w.q_BTHD = random({kB, kT, kH, kD}, dtype, 10);
+  w.k_BTKD = random({kB, kT, kK, kD}, dtype, 11);
+  w.v_BTKD = random({kB, kT, kK, kD}, dtype, 12);
+  w.out_BTHD = Tensor({kB, kT, kH, kD}, dtype);
+  w.lse_BHT = Tensor({kB, kH, kT}, DType::f32);
+  w.dout_BTHD = random({kB, kT, kH, kD}, dtype, 13);
+  w.dq_BTHD = Tensor({kB, kT, kH, kD}, dtype);
+  w.dk_BTKD = Tensor({kB, kT, kK, kD}, dtype);
+  w.dv_BTKD = Tensor({kB, kT, kK, kD}, dtype);
+  w.gate_NF = random({kN, kF}, dtype, 14, -4.0, 4.0);
+  w.up_NF = random({kN, kF}, dtype, 15);
+  w.h_NF = Tensor({kN, kF}, dtype);
+  w.dh_NF = random({kN, kF}, dtype, 16);
+  w.dgate_NF = Tensor({kN, kF}, dtype);
+  w.dup_NF = Tensor({kN, kF}, dtype);
+  w.logits_NV = random({kN, kV}, dtype, 17, -8.0, 8.0);
+  w.targets_N = random_ids(kN, kV, 18);
+  w.logp_N = Tensor({kN}, DType::f32);
+  w.entropy_N = Tensor({kN}, DType::f32);
+  w.lse_N = Tensor({kN}, DType::f32);
+  w.dlogp_N = random({kN}, DType::f32, 19);
+  w.dentropy_N = random({kN}, DType::f32, 20);
+  w.dlogits_NV = Tensor({kN, kV}, dtype);
+  w.param = random({kNumParams}, DType::f32, 21);
+  w.grad = random({kNumParams}, DType::f32, 22, -1e-2, 1e-2);
+  w.exp_avg = Tensor({kNumParams}, DType::f32);
+  w.exp_avg_sq = Tensor({kNumParams}, DType::f32);
+  if (dtype == DType::bf16) w.param_copy = Tensor({kNumParams}, DType::bf16);
+  w.sq_x = random({kNumParams}, dtype, 23);
+  return w;
+}
+
+// The saved state the backward ops read, from one forward of the fastest kernels.
+void prepare(const KernelRegistry& registry, const Workload& w) {
+  RmsNormSaved saved{w.rstd_N};
+  registry.rmsnorm_forward({}, w.x_NC, w.w_C, w.y_NC, saved);
+  registry.attention_forward({}, w.q_BTHD, w.k_BTKD, w.v_BTKD, w.out_BTHD, w.lse_BHT);
+  registry.logprob_forward({}, w.logits_NV, w.targets_N, w.logp_N, w.entropy_N, w.lse_N);
+}
+
+// Causal attention multiply-adds: each of the B*H rows of queries sees T(T+1)/2 keys, and each
+// (query, key) pair costs D multiply-adds per GEMM; forward has 2 GEMMs (q k^T, p v), backward 5
+// (the recomputed q k^T, dO v^T, dS k, dS^T q, p^T dO).
+double attention_flops(int num_gemms) { return 2.0 * num_gemms * kB * kH * kD * (kT * (kT + 1) / 2.0); }
+
+std::vector<OpCase> make_cases(const Workload& w) {
+  const double es = double(w.es), n = double(kN);
+  std::vector<OpCase> cases;
+  auto add = [&](std::string op, double flops, double bytes, int64_t full_rows, int64_t ref_divisor,
+                 const char* scaled_dim, std::function<void(const KernelTable&, int64_t)> run) {
+    cases.push_back({std::move(op), flops, bytes, full_rows, ref_divisor, scaled_dim, std::move(run)});
+  };
+
+  add("embedding_fwd", 0, n * 8 + 2 * n * kC * es, kN, 1, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.embedding_forward({}, head(w.ids_N, rows), w.table_VC, head(w.emb_out_NC, rows));
+  });
+  add("embedding_bwd", 0, n * 8 + n * kC * (es + 8), kN, 1, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.embedding_backward({}, head(w.ids_N, rows), head(w.emb_out_NC, rows), w.dtable_VC);
+  });
+
+  for (size_t i = 0; i < std::size(kLinearShapes); ++i) {
+    const LinearShape& s = kLinearShapes[i];
+    const double flops = 2.0 * n * double(s.I) * double(s.O);
+    const std::string tag = std::string("/") + s.layer;
+    const double bytes_x = n * s.I * es, bytes_w = double(s.O * s.I) * es, bytes_y = n * s.O * es;
+    add("linear_fwd" + tag, flops, bytes_x + bytes_w + bytes_y, kN, s.ref_divisor, "N",
+        [&w, i](const KernelTable& t, int64_t rows) {
+          t.linear_forward(head(w.lin_x[i], rows), w.lin_w[i], TensorView(), head(w.lin_y[i], rows));
+        });
+    add("linear_dgrad" + tag, flops, bytes_x + bytes_w + bytes_y, kN, s.ref_divisor, "N",
+        [&w, i](const KernelTable& t, int64_t rows) {
+          t.linear_dgrad(head(w.lin_dy[i], rows), w.lin_w[i], head(w.lin_dx[i], rows), Accumulate::overwrite);
+        });
+    add("linear_wgrad" + tag, flops, bytes_x + double(s.O * s.I) * 8 + bytes_y, kN, s.ref_divisor, "N",
+        [&w, i](const KernelTable& t, int64_t rows) {
+          t.linear_wgrad(head(w.lin_dy[i], rows), head(w.lin_x[i], rows), w.lin_dw[i], TensorView());
+        });
+  }
+
+  add("rmsnorm_fwd", 0, 2 * n * kC * es + n * 4, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
+    RmsNormSaved saved{head(w.rstd_N, rows)};
+    t.rmsnorm_forward({}, head(w.x_NC, rows), w.w_C, head(w.y_NC, rows), saved);
+  });
+  add("rmsnorm_bwd", 0, 3 * n * kC * es + n * 4, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
+    const RmsNormSaved saved{head(w.rstd_N, rows)};
+    t.rmsnorm_backward({}, head(w.dy_NC, rows), head(w.x_NC, rows), w.w_C, saved, head(w.dx_NC, rows), w.dw_C,
+                       Accumulate::overwrite);
+  });
+
+  // In place: repeated calls keep rotating the same tensor, which stays bounded.
+  add("rope_fwd", 0, 2 * n * kH * kD * es + n * 8, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.rope_forward({}, head(w.pos_N, rows), head(w.rope_NHD, rows));
+  });
+  add("rope_bwd", 0, 2 * n * kH * kD * es + n * 8, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.rope_backward({}, head(w.pos_N, rows), head(w.rope_NHD, rows));
+  });
+
+  const double qkvo_bytes = 2.0 * (kB * kT * (kH + kK) * kD) * es;
+  add("attention_fwd", attention_flops(2), qkvo_bytes, kB, 8, "B", [&w](const KernelTable& t, int64_t rows) {
+    t.attention_forward({}, head(w.q_BTHD, rows), head(w.k_BTKD, rows), head(w.v_BTKD, rows), head(w.out_BTHD, rows),
+                        head(w.lse_BHT, rows));
+  });
+  add("attention_bwd", attention_flops(5), 2 * qkvo_bytes, kB, 8, "B", [&w](const KernelTable& t, int64_t rows) {
+    t.attention_backward({}, head(w.q_BTHD, rows), head(w.k_BTKD, rows), head(w.v_BTKD, rows),
+                         head(w.out_BTHD, rows), head(w.lse_BHT, rows), head(w.dout_BTHD, rows),
+                         head(w.dq_BTHD, rows), head(w.dk_BTKD, rows), head(w.dv_BTKD, rows));
+  });
+
+  add("swiglu_fwd", 0, 3 * n * kF * es, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.swiglu_forward(head(w.gate_NF, rows), head(w.up_NF, rows), head(w.h_NF, rows));
+  });
+  add("swiglu_bwd", 0, 5 * n * kF * es, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.swiglu_backward(head(w.gate_NF, rows), head(w.up_NF, rows), head(w.dh_NF, rows), head(w.dgate_NF, rows),
+                      head(w.dup_NF, rows));
+  });
+
+  add("logprob_fwd", 0, n * kV * es + n * 20, kN, 16, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.logprob_forward({}, head(w.logits_NV, rows), head(w.targets_N, rows), head(w.logp_N, rows),
+                      head(w.entropy_N, rows), head(w.lse_N, rows));
+  });
+  add("logprob_bwd", 0, 2 * n * kV * es + n * 24, kN, 16, "N", [&w](const KernelTable& t, int64_t rows) {
+    t.logprob_backward({}, head(w.logits_NV, rows), head(w.targets_N, rows), head(w.lse_N, rows),
+                       head(w.entropy_N, rows), head(w.dlogp_N, rows), head(w.dentropy_N, rows),
+                       head(w.dlogits_NV, rows));
+  });
+
+  // AdamW reads param, grad and both moments and writes param and the moments (7 f32 streams),
+  // plus the bf16 model copy in the bf16 run.
+  const double p = double(kNumParams);
+  add("adamw", 0, 7 * 4 * p + (w.param_copy.empty() ? 0 : 2 * p), kNumParams, 16, "elements",
+      [&w](const KernelTable& t, int64_t rows) {
+        const TensorView copy = w.param_copy.empty() ? TensorView() : head(w.param_copy, rows);
+        t.adamw_step({}, head(w.param, rows), head(w.grad, rows), head(w.exp_avg, rows), head(w.exp_avg_sq, rows),
+                     copy);
+      });
+  add("sum_squares", 0, p * es, kNumParams, 16, "elements", [&w](const KernelTable& t, int64_t rows) {
+    volatile double sink = t.sum_squares(head(w.sq_x, rows));
+    (void)sink;
+  });
+  return cases;
+}
+
+struct Peaks {
+  double f32_gflops, bf16_gflops;
+};
+
+// The GEMM peak this machine reaches: a square 2048^3 product, f32 through OpenBLAS and
+// bf16 x bf16 -> bf16 through oneDNN (the fastest cpu variant's gemm; all variants call the same
+// libraries).
+Peaks measure_peaks(const KernelRegistry& registry) {
+  constexpr int64_t kSize = 2048;
+  const double flops = 2.0 * kSize * kSize * kSize;
+  Peaks peaks{};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor a = random({kSize, kSize}, dtype, 31), b = random({kSize, kSize}, dtype, 32);
+    const Tensor c({kSize, kSize}, dtype);
+    const double seconds = median_seconds([&] { registry.gemm({}, a, b, c); }, false);
+    (dtype == DType::f32 ? peaks.f32_gflops : peaks.bf16_gflops) = flops / seconds * 1e-9;
+  }
+  return peaks;
+}
+
+void report(const OpCase& c, DType dtype, KernelVariant variant, double seconds, double ref_seconds,
+            const Peaks& peaks) {
+  std::string line = fmt::format("RESULT kernel {} {} {} time_ms={:.3f} ratio_vs_ref={:.2f}", c.op,
+                                 rf::dtype_name(dtype), kernel_variant_name(variant), seconds * 1e3,
+                                 ref_seconds / seconds);
+  if (c.flops > 0) {
+    const double gflops = c.flops / seconds * 1e-9;
+    line += fmt::format(" GFLOP/s={:.1f} %peak={:.1f}", gflops, 100.0 * gflops / peaks.f32_gflops);
+    if (dtype == DType::bf16) line += fmt::format(" %peak_bf16={:.1f}", 100.0 * gflops / peaks.bf16_gflops);
+  } else {
+    line += fmt::format(" GB/s={:.2f}", c.bytes / seconds * 1e-9);
+  }
+  if (variant == KernelVariant::ref && c.ref_divisor > 1)
+    line += fmt::format(" (ref timed on {}={} of {}, time x{})", c.scaled_dim, c.full_rows / c.ref_divisor,
+                        c.full_rows, c.ref_divisor);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// The --threads value (0: one per core), or -1 on a malformed command line.
+int parse_threads(int argc, char** argv) {
+  if (argc == 1) return 0;
+  if (argc == 3 && std::strcmp(argv[1], "--threads") == 0) return std::max(0, std::atoi(argv[2]));
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = parse_threads(argc, argv);
+  if (threads < 0) {
+    std::fprintf(stderr, "usage: kernel_bench [--threads N]   (N = 0: one thread per core)\n");
+    return 2;
+  }
+  const rf::ThreadPool pool(threads);
+  const KernelRegistry registry;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::string about = pool.describe() + "\n" + registry.describe();
+  for (size_t at = about.find('\n'); at != std::string::npos; at = about.find('\n', at + 1)) about.insert(at + 1, "# ");
+  std::printf("# %s\n# OPENBLAS_CORETYPE=%s\n", about.c_str(), coretype ? coretype : "(unset)");
+  std::printf("# config: B=%ld T=%ld (N=%ld) C=%ld H=%ld K=%ld D=%ld F=%ld V=%ld; adamw/sum_squares over %ld elements\n",
+              long(kB), long(kT), long(kN), long(kC), long(kH), long(kK), long(kD), long(kF), long(kV),
+              long(kNumParams));
+  std::printf("# time: median of >= %d calls after a warm-up; ratio_vs_ref = ref time / this time\n", kMinReps);
+  const rf::Stopwatch total;
+
+  const Peaks peaks = measure_peaks(registry);
+  std::printf("RESULT peak f32_gemm_gflops=%.1f bf16_gemm_gflops=%.1f\n", peaks.f32_gflops, peaks.bf16_gflops);
+
+  std::vector<KernelVariant> fast;
+  for (KernelVariant v : {KernelVariant::cpu_generic, KernelVariant::cpu_avx2, KernelVariant::cpu_avx512})
+    if (registry.can_run(v)) fast.push_back(v);
+
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Workload workload = make_workload(dtype);
+    prepare(registry, workload);
+    for (const OpCase& c : make_cases(workload)) {
+      const int64_t ref_rows = c.full_rows / c.ref_divisor;
+      const double ref_seconds =
+          median_seconds([&] { c.run(ref::table(), ref_rows); }, false) * double(c.ref_divisor);
+      report(c, dtype, KernelVariant::ref, ref_seconds, ref_seconds, peaks);
+      for (KernelVariant v : fast) {
+        const KernelTable& table = table_of(v);
+        report(c, dtype, v, median_seconds([&] { c.run(table, c.full_rows); }, true), ref_seconds, peaks);
+      }
+    }
+  }
+  std::printf("# total %.1f s\n", total.seconds());
+  return 0;
+}
