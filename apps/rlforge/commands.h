@@ -10,7 +10,6 @@ namespace rf::apps {
 using Command = std::function<int()>;
 
 Command add_info_command(CLI::App& app);
-Command add_demo_command(CLI::App& app);
 Command add_sft_command(CLI::App& app);
 Command add_config_docs_command(CLI::App& app);
 

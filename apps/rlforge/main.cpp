@@ -10,7 +10,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<std::pair<std::string, rf::apps::Command>> commands = {
       {"info", rf::apps::add_info_command(app)},
-      {"demo", rf::apps::add_demo_command(app)},
       {"sft", rf::apps::add_sft_command(app)},
       {"config-docs", rf::apps::add_config_docs_command(app)},
   };

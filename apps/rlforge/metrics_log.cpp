@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "formats/atomic_file.h"
 
 namespace rf::apps {
 
@@ -17,12 +18,7 @@ MetricsLog::MetricsLog(std::string path, int64_t resume_step) : path_(std::move(
     if (row.is_discarded() || !row.contains("step")) continue;  // a line cut by a crash mid-write
     if (row["step"].get<int64_t>() <= resume_step) kept += line + "\n";
   }
-  const std::string tmp = path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!(out << kept).flush()) throw IoError(tmp, "cannot write");
-  }
-  std::filesystem::rename(tmp, path_);
+  formats::write_file_atomically(path_, kept);
 }
 
 void MetricsLog::write(const nlohmann::json& row, bool to_console) {

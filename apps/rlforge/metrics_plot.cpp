@@ -3,13 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "core/error.h"
+#include "formats/atomic_file.h"
 
 namespace rf::apps {
 namespace {
@@ -85,12 +84,7 @@ void write_metrics_plot(const std::string& metrics_jsonl, const std::string& svg
   svg += panel("training loss", loss, 0, max_step);
   if (!validation.empty()) svg += panel("validation", validation, kHeight, max_step);
   svg += "</svg>\n";
-  const std::string tmp = svg_path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!(out << svg).flush()) throw IoError(tmp, "cannot write the metrics plot");
-  }
-  std::filesystem::rename(tmp, svg_path);
+  formats::write_file_atomically(svg_path, svg);
 }
 
 }  // namespace rf::apps

@@ -20,6 +20,7 @@
 #include "data/jsonl_dataset.h"
 #include "data/sft_batch.h"
 #include "engine/greedy_decode.h"
+#include "formats/atomic_file.h"
 #include "engine/train_engine.h"
 #include "kernels/gemm_peak.h"
 
@@ -91,20 +92,6 @@ model::ModelConfig make_model_config(const ModelSection& m, const data::Tokenize
   } catch (const ConfigError& e) {
     throw ConfigError("model.config." + e.key_path(), e.detail());
   }
-}
-
-// Writes `text` to `path` atomically (temp file + rename); IoError naming the path on failure.
-void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError(path.parent_path().string(), "run folder is not writable");
-    out << text;
-    if (!out.flush()) throw IoError(tmp.string(), "write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(path.string(), "cannot rename into place: " + ec.message());
 }
 
 void prepare_run_folder(const std::string& dir) {
@@ -187,7 +174,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
 
   prepare_run_folder(trainer.default_local_dir);
   const std::filesystem::path run_dir = trainer.default_local_dir;
-  write_file_atomically(run_dir / "config.yaml", resolved_yaml);
+  formats::write_file_atomically((run_dir / "config.yaml").string(), resolved_yaml);
 
   const data::CharTokenizer tokenizer = make_tokenizer(config.model.tokenizer);
   const ExampleSource source(data_config);

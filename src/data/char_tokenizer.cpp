@@ -1,8 +1,8 @@
 #include "data/char_tokenizer.h"
 
-#include <fcntl.h>
+#include "formats/atomic_file.h"
+
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -24,28 +24,6 @@ constexpr const char* kUnkToken = "<unk>";
 
 bool is_printable_ascii(char c) { return c >= 0x20 && c <= 0x7e; }
 
-// Writes `text` to `path + ".tmp"`, fsyncs it and renames it over `path`: a reader never sees a
-// half-written file under the final name. IoError naming `path` on failure (the temp file is removed).
-void write_file_atomically(const fs::path& path, const std::string& text) {
-  const std::string temp = path.string() + ".tmp";
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(path.string(), fmt::format("cannot create {}: {}", temp, std::strerror(errno)));
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += size_t(n);
-  }
-  const bool ok = written == text.size() && ::fsync(fd) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const int failure = ok ? errno : error;
-    ::unlink(temp.c_str());
-    throw IoError(path.string(), fmt::format("cannot write: {}", std::strerror(failure)));
-  }
-}
 
 OrderedJson tokenizer_json(const std::string& alphabet) {
   OrderedJson added_tokens = OrderedJson::array();
@@ -205,7 +183,7 @@ void CharTokenizer::save(const std::string& dir, int64_t model_max_length) const
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) throw IoError(dir, fmt::format("cannot create the folder: {}", error.message()));
-  for (const auto& [name, contents] : files) write_file_atomically(fs::path(dir) / name, contents);
+  for (const auto& [name, contents] : files) formats::write_file_atomically((fs::path(dir) / name).string(), contents);
 }
 
 CharTokenizer CharTokenizer::load(const std::string& dir) {
