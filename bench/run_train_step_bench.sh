@@ -7,11 +7,15 @@
 # environment sets it (Haswell, as CI sets it, when unset) and with it unset (OpenBLAS picks the
 # native kernels). Ours runs on 2 threads; the PyTorch baseline is the better of 1 and 2 threads.
 #   usage: bench/run_train_step_bench.sh          (build first: ninja -C build/release train_step_bench)
-#   env:   BUILD_DIR (default build/release), LARGE_STEPS (default 5), TINY_STEPS (default 10)
+#   env:   BUILD_DIR (default build/release), LARGE_STEPS (default 5), TINY_STEPS (default 10),
+#          QUIET_WAIT_S (default 600: how long each case may wait for a quiet machine)
 # Output, per case and OPENBLAS_CORETYPE setting:
 #   RESULT train_step/<config>/<dtype>/coretype=<c> ours=<tok/s> baseline=<tok/s> ratio=<ours/baseline>
 #   MFU train_step/<config>/<dtype>/coretype=<c> ours=<mfu> baseline=<mfu> peak_gflops=<p>
 #   BASELINE train_step/<config>/<dtype>/coretype=<c> threads1=<tok/s> threads2=<tok/s> attention=<kind>
+# Before each case the script waits (up to QUIET_WAIT_S) until the 1-minute load is below 1.5 and
+# nothing else is runnable for 3 s, and prints the load it started at: a 2-thread OpenMP run sharing
+# a core with another process slows down several-fold, which would make the ratio meaningless.
 # MFU for both uses the FLOPs per token and the f32 GEMM peak (best of OpenBLAS and oneDNN, 2048^3)
 # that our binary measures in the same environment. PyTorch is Debian's python3-torch, importable
 # from /usr/bin/python3 only; it is installed here when missing.
@@ -40,13 +44,31 @@ field() {
   grep -m1 "^$2" <<<"$1" | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
 
+# Returns once the machine is quiet: 3 samples 1 s apart with the 1-minute load below 1.5 and no
+# runnable process but the sampler itself (field 4 of /proc/loadavg counts it).
+wait_for_quiet_machine() {
+  local quiet=0 waited=0
+  while (( quiet < 3 && waited < ${QUIET_WAIT_S:-600} )); do
+    if awk '{ split($4, r, "/"); exit !($1 < 1.5 && r[1] <= 1) }' /proc/loadavg; then
+      quiet=$((quiet + 1))
+    else
+      quiet=0
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+}
+
 run_case() {
   local config=$1 dtype=$2 steps=$3 coretype=$4
   local name=train_step/$config/$dtype/coretype=$coretype
   local ours theirs
+  wait_for_quiet_machine
+  echo "# $name: load $(cut -d' ' -f1-4 /proc/loadavg)"
   if [[ $coretype == native ]]; then unset OPENBLAS_CORETYPE; else export OPENBLAS_CORETYPE=$coretype; fi
   ours=$("$ours_bin" --config "$config" --dtype "$dtype" --steps "$steps" --threads 2)
   theirs=$("$python" "$torch_script" --config "$config" --dtype "$dtype" --steps "$steps" --threads 1,2)
+  echo "# $name: load after $(cut -d' ' -f1-4 /proc/loadavg)"
   echo "$ours" | sed "s|^|# [$name] ours: |"
   echo "$theirs" | sed "s|^|# [$name] torch: |"
 
@@ -65,7 +87,6 @@ run_case() {
   echo "BASELINE $name threads1=$t1 threads2=$t2 attention=$attention"
 }
 
-echo "# $(uptime)"
 for coretype in "$env_coretype" native; do
   run_case large f32 "$large_steps" "$coretype"
   run_case large bf16 "$large_steps" "$coretype"
