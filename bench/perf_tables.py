@@ -1,23 +1,41 @@
 #!/usr/bin/env python3
 """Markdown tables for docs/performance.md from saved benchmark output.
 
-    python3 bench/perf_tables.py kernel DEFAULT.txt HASWELL.txt   # kernel_bench, both OpenBLAS core types
-    python3 bench/perf_tables.py gemm DEFAULT.txt HASWELL.txt     # gemm_bench, both OpenBLAS core types
+    python3 bench/perf_tables.py kernel --unset kernel_default_*.txt --haswell kernel_haswell_*.txt
+    python3 bench/perf_tables.py gemm --unset gemm_default_*.txt --haswell gemm_haswell_*.txt
 
-Nothing is computed here that the benchmarks did not print; this only lays their lines side by side.
+The files are saved outputs of kernel_bench / gemm_bench runs with OPENBLAS_CORETYPE unset and with
+OPENBLAS_CORETYPE=Haswell. A number in a table is the median over the runs of that number; a ratio is
+the median of the ratios, each measured within one run. Nothing is computed that the benchmarks did not
+print.
 """
+import argparse
 import re
-import sys
+import statistics
 
 VARIANTS = ["cpu_generic", "cpu_avx2", "cpu_avx512"]
 
 
+def median_of(runs):
+    """{key: {field: median}} over a list of {key: {field: value}} (fields holding numbers)."""
+    merged = {}
+    for key in runs[0]:
+        fields = {}
+        for field, value in runs[0][key].items():
+            try:
+                fields[field] = statistics.median(float(run[key][field]) for run in runs)
+            except ValueError:
+                fields[field] = value
+        merged[key] = fields
+    return merged
+
+
 def parse_kernel(path):
-    """{(op, dtype, variant): {key: value}} and the peak line of one kernel_bench run."""
-    results, peak = {}, {}
+    """{(op, dtype, variant): {field: value}}, with the peak line under key 'peak'."""
+    results = {}
     for line in open(path):
         if line.startswith("RESULT peak"):
-            peak = dict(kv.split("=") for kv in line.split()[2:])
+            results["peak"] = dict(kv.split("=") for kv in line.split()[2:])
         elif line.startswith("RESULT kernel"):
             fields = line.split()
             op, dtype, variant = fields[2:5]
@@ -25,28 +43,27 @@ def parse_kernel(path):
             scaled = re.search(r"\(ref timed on (\S+) of (\d+), time x(\d+)\)", line)
             values["scaled"] = f"{scaled.group(1)}, x{scaled.group(3)}" if scaled else "full"
             results[(op, dtype, variant)] = values
-    return results, peak
+    return results
 
 
-def ms(text):
-    value = float(text)
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+def ms(value):
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}" if value >= 1 else f"{value:.2g}"
 
 
 def rate(values):
     if "GFLOP/s" in values:
-        return f"{float(values['GFLOP/s']):.0f} GFLOP/s ({float(values['%peak']):.0f}% f32 peak)"
-    return f"{float(values['GB/s']):.1f} GB/s"
+        return f"{values['GFLOP/s']:.0f} GFLOP/s ({values['%peak']:.0f}% f32 peak)"
+    return f"{values['GB/s']:.1f} GB/s"
 
 
-def kernel_tables(default_path, haswell_path):
-    default, default_peak = parse_kernel(default_path)
-    haswell, haswell_peak = parse_kernel(haswell_path)
+def kernel_tables(default_paths, haswell_paths):
+    default = median_of([parse_kernel(p) for p in default_paths])
+    haswell = median_of([parse_kernel(p) for p in haswell_paths])
     print("| OPENBLAS_CORETYPE | f32 GEMM 2048^3 (OpenBLAS) | bf16 GEMM 2048^3 (oneDNN) |")
     print("|---|---|---|")
-    for name, peak in (("unset (Cooperlake)", default_peak), ("Haswell", haswell_peak)):
-        print(f"| {name} | {float(peak['f32_gemm_gflops']):.0f} GFLOP/s | {float(peak['bf16_gemm_gflops']):.0f} GFLOP/s |")
-    ops = list(dict.fromkeys(op for op, _, _ in default))
+    for name, run in (("unset (Cooperlake kernels)", default), ("Haswell", haswell)):
+        print(f"| {name} | {run['peak']['f32_gemm_gflops']:.0f} GFLOP/s | {run['peak']['bf16_gemm_gflops']:.0f} GFLOP/s |")
+    ops = list(dict.fromkeys(key[0] for key in default if key != "peak"))
     for dtype in ("f32", "bf16"):
         print(f"\n**{dtype}** (OPENBLAS_CORETYPE unset): time in ms, speed-up over `ref` in brackets\n")
         print("| op | ref ms (timed on) | cpu_generic | cpu_avx2 | cpu_avx512 | cpu_avx512 rate |")
@@ -56,54 +73,58 @@ def kernel_tables(default_path, haswell_path):
             cells = []
             for variant in VARIANTS:
                 v = default.get((op, dtype, variant))
-                cells.append(f"{ms(v['time_ms'])} ({float(v['ratio_vs_ref']):.0f}x)" if v else "-")
+                cells.append(f"{ms(v['time_ms'])} ({v['ratio_vs_ref']:.0f}x)" if v else "-")
             best = default[(op, dtype, "cpu_avx512")]
             print(f"| {op} | {ms(ref['time_ms'])} ({ref['scaled']}) | {' | '.join(cells)} | {rate(best)} |")
-    print("\n**OpenBLAS core type** (f32 GEMM-backed ops, cpu_avx512 variant; bf16 goes through oneDNN and "
-          "is not affected):\n")
-    print("| op | unset: ms | unset: GFLOP/s (% peak) | Haswell: ms | Haswell: GFLOP/s (% own peak) | Haswell / unset time |")
+    print("\n**OpenBLAS core type**, f32 GEMM-backed ops, cpu_avx512 variant (bf16 goes through oneDNN):\n")
+    print("| op | unset: ms | unset: GFLOP/s (% peak) | Haswell: ms | Haswell: GFLOP/s (% peak) | Haswell / unset time |")
     print("|---|---|---|---|---|---|")
     for op in ops:
         if not op.startswith("linear"):
             continue
         d, h = default[(op, "f32", "cpu_avx512")], haswell[(op, "f32", "cpu_avx512")]
-        print(f"| {op} | {float(d['time_ms']):.2f} | {float(d['GFLOP/s']):.0f} ({float(d['%peak']):.0f}%) | "
-              f"{float(h['time_ms']):.2f} | {float(h['GFLOP/s']):.0f} ({float(h['%peak']):.0f}%) | "
-              f"{float(h['time_ms']) / float(d['time_ms']):.2f} |")
+        print(f"| {op} | {d['time_ms']:.1f} | {d['GFLOP/s']:.0f} ({d['%peak']:.0f}%) | {h['time_ms']:.1f} | "
+              f"{h['GFLOP/s']:.0f} ({h['%peak']:.0f}%) | {h['time_ms'] / d['time_ms']:.2f} |")
 
 
 def parse_gemm(path):
-    """({(pass:shape, dtype): (gflops, pct, layer)}, {dtype: peak}) of one gemm_bench run."""
-    rows, peaks, vs_ref = {}, {}, {}
+    """{(pass:shape, dtype): {field: value}}, with peaks under ('peak', dtype) and the
+    speed-up over ref under ('vs_ref', dtype)."""
+    results = {}
     for line in open(path):
         m = re.match(r"peak \S+ (\w+) ([\d.]+) GFLOP/s", line)
         if m:
-            peaks[m.group(1)] = float(m.group(2))
+            results[("peak", m.group(1))] = {"gflops": m.group(2)}
         m = re.match(r"gemm (\S+) (\w+) ([\d.]+) GFLOP/s +(\d+)% of peak +\[(\w+)\]", line)
         if m:
-            rows[(m.group(1), m.group(2))] = (float(m.group(3)), int(m.group(4)), m.group(5))
+            results[(m.group(1), m.group(2))] = {"gflops": m.group(3), "pct": m.group(4), "layer": m.group(5)}
         m = re.match(r"gemm_vs_ref (\S+) (\w+) .* speed-up (\d+)x", line)
         if m:
-            vs_ref[m.group(2)] = (m.group(1), int(m.group(3)))
-    return rows, peaks, vs_ref
+            results[("vs_ref", m.group(2))] = {"shape": m.group(1), "speedup": m.group(3)}
+    return results
 
 
-def gemm_tables(default_path, haswell_path):
-    default, default_peaks, default_vs_ref = parse_gemm(default_path)
-    haswell, haswell_peaks, _ = parse_gemm(haswell_path)
-    print("| layer | pass (M x N x K) | f32, unset: GFLOP/s (% peak) | f32, Haswell: GFLOP/s (% peak) | "
+def gemm_tables(default_paths, haswell_paths):
+    default = median_of([parse_gemm(p) for p in default_paths])
+    haswell = median_of([parse_gemm(p) for p in haswell_paths])
+    print("| layer | pass:M x N x K | f32, unset: GFLOP/s (% peak) | f32, Haswell: GFLOP/s (% peak) | "
           "bf16 (oneDNN): GFLOP/s (% bf16 peak) |")
     print("|---|---|---|---|---|")
-    for key in dict.fromkeys(k for k, _ in default):
+    for key in dict.fromkeys(k for k, _ in default if k not in ("peak", "vs_ref")):
         d, h, b = default[(key, "f32")], haswell[(key, "f32")], default[(key, "bf16")]
-        print(f"| {d[2]} | {key} | {d[0]:.0f} ({d[1]}%) | {h[0]:.0f} ({h[1]}%) | {b[0]:.0f} ({b[1]}%) |")
-    print(f"| **peak** | 2048x2048x2048 | {default_peaks['f32']:.0f} | {haswell_peaks['f32']:.0f} | "
-          f"{default_peaks['bf16']:.0f} |")
-    for dtype, (shape, speedup) in default_vs_ref.items():
-        print(f"\nfast vs ref GEMM {shape} {dtype}: {speedup}x")
+        print(f"| {d['layer']} | {key} | {d['gflops']:.0f} ({d['pct']:.0f}%) | {h['gflops']:.0f} ({h['pct']:.0f}%) | "
+              f"{b['gflops']:.0f} ({b['pct']:.0f}%) |")
+    print(f"| **peak** | 2048x2048x2048 | {default[('peak', 'f32')]['gflops']:.0f} | "
+          f"{haswell[('peak', 'f32')]['gflops']:.0f} | {default[('peak', 'bf16')]['gflops']:.0f} |")
+    for dtype in ("f32", "bf16"):
+        v = default[("vs_ref", dtype)]
+        print(f"\nfast vs ref GEMM {v['shape']} {dtype}: {v['speedup']:.0f}x")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("kernel", "gemm"):
-        sys.exit(__doc__)
-    (kernel_tables if sys.argv[1] == "kernel" else gemm_tables)(sys.argv[2], sys.argv[3])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bench", choices=["kernel", "gemm"])
+    parser.add_argument("--unset", nargs="+", required=True, help="outputs with OPENBLAS_CORETYPE unset")
+    parser.add_argument("--haswell", nargs="+", required=True, help="outputs with OPENBLAS_CORETYPE=Haswell")
+    args = parser.parse_args()
+    (kernel_tables if args.bench == "kernel" else gemm_tables)(args.unset, args.haswell)
