@@ -44,20 +44,7 @@ field() {
   grep -m1 "^$2" <<<"$1" | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
 
-# Returns once the machine is quiet: 3 samples 1 s apart with the 1-minute load below 1.5 and no
-# runnable process but the sampler itself (field 4 of /proc/loadavg counts it).
-wait_for_quiet_machine() {
-  local quiet=0 waited=0
-  while (( quiet < 3 && waited < ${QUIET_WAIT_S:-600} )); do
-    if awk '{ split($4, r, "/"); exit !($1 < 1.5 && r[1] <= 1) }' /proc/loadavg; then
-      quiet=$((quiet + 1))
-    else
-      quiet=0
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
-}
+source "$(dirname "$0")/quiet_machine.sh"
 
 run_case() {
   local config=$1 dtype=$2 steps=$3 coretype=$4
