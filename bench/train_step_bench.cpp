@@ -16,7 +16,6 @@
 // checkpointing.
 // Legend: B rows, T tokens per row, N = B*T tokens, C hidden, F FFN, V vocab, L layers, H heads,
 // K kv heads, D head dim.
-#include <dnnl.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -30,6 +29,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "engine/train_engine.h"
+#include "kernels/gemm_peak.h"
 
 namespace {
 
@@ -38,7 +38,6 @@ using rf::Tensor;
 
 constexpr int kWarmupSteps = 2;
 constexpr int64_t kIgnoreTarget = -100;
-constexpr int64_t kPeakSize = 2048;
 
 struct BenchShape {
   int64_t C, L, H, K, F, V, T, B;
@@ -87,39 +86,6 @@ double flops_per_token(const rf::model::ModelConfig& c, int64_t T) {
 }
 
 // Best of a few 2048^3 products; the first call pays for setup and is not counted.
-template <class Fn>
-double best_gemm_gflops(Fn&& gemm) {
-  double best = 1e30;
-  for (int i = 0; i < 4; ++i) {
-    const rf::Stopwatch clock;
-    gemm();
-    if (i > 0) best = std::min(best, clock.seconds());
-  }
-  return 2.0 * double(kPeakSize * kPeakSize * kPeakSize) / best / 1e9;
-}
-
-struct GemmPeak {
-  double openblas = 0, onednn = 0;
-  double best() const { return std::max(openblas, onednn); }
-};
-
-GemmPeak measure_f32_peak(const rf::kernels::KernelRegistry& kernels) {
-  const Tensor a({kPeakSize, kPeakSize}, DType::f32), b({kPeakSize, kPeakSize}, DType::f32);
-  const Tensor c({kPeakSize, kPeakSize}, DType::f32);
-  rf::fill_uniform(a, rf::Philox(1, 0), -1, 1);
-  rf::fill_uniform(b, rf::Philox(1, 1), -1, 1);
-  GemmPeak peak;
-  // The registry's f32 GEMM is OpenBLAS's cblas_sgemm; oneDNN's f32 GEMM is called directly since
-  // the registry routes only bf16 through oneDNN.
-  peak.openblas = best_gemm_gflops([&] { kernels.gemm({}, a, b, c); });
-  peak.onednn = best_gemm_gflops([&] {
-    const dnnl_status_t status = dnnl_sgemm('N', 'N', kPeakSize, kPeakSize, kPeakSize, 1.0f, a.data<float>(),
-                                            kPeakSize, b.data<float>(), kPeakSize, 0.0f, c.data<float>(), kPeakSize);
-    RF_CHECK(status == dnnl_success, "dnnl_sgemm failed with status {}", int(status));
-  });
-  return peak;
-}
-
 // B rows of T random tokens, each row its own document: positions restart at 0 and the target of
 // a row's last token is ignored, as the SFT packer does at every document end.
 rf::engine::TensorMap random_micro_batch(const BenchShape& s) {
@@ -218,9 +184,9 @@ void run(const BenchOptions& options) {
   std::printf("# model %s, %ld parameters, batch %ld x %ld tokens\n", config.describe().c_str(),
               long(engine.num_parameters()), long(shape.B), long(shape.T));
 
-  const GemmPeak peak = measure_f32_peak(kernels);
-  std::printf("peak f32 %ldx%ldx%ld openblas=%.1f onednn=%.1f best=%.1f GFLOP/s\n", long(kPeakSize), long(kPeakSize),
-              long(kPeakSize), peak.openblas, peak.onednn, peak.best());
+  const rf::kernels::GemmPeak peak = rf::kernels::measure_gemm_peak(DType::f32);
+  std::printf("peak f32 2048x2048x2048 openblas=%.1f onednn=%.1f best=%.1f GFLOP/s\n", peak.openblas_gflops,
+              peak.onednn_gflops, peak.best());
 
   std::vector<rf::engine::TensorMap> micro_batches;
   micro_batches.push_back(random_micro_batch(shape));

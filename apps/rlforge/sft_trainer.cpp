@@ -216,7 +216,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
   const std::string task_name = source.name();
   const int64_t embedding_params = model_config.vocab_size * model_config.hidden_size;
   const int64_t matmul_params = engine.num_parameters() - (model_config.tie_word_embeddings ? 0 : embedding_params);
-  const double peak_gflops = kernels::measure_gemm_peak_gflops(kernels, engine.compute_dtype());
+  const double peak_gflops = kernels::measure_gemm_peak(engine.compute_dtype()).best();
 
   SftSummary summary;
   summary.final_step = start_step;

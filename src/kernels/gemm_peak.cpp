@@ -7,19 +7,32 @@
 #include "core/tensor.h"
 
 namespace rf::kernels {
+namespace {
 
-double measure_gemm_peak_gflops(const KernelRegistry& kernels, DType dtype) {
-  constexpr int64_t n = 1024;
-  const Tensor a({n, n}, dtype), b({n, n}, dtype), c({n, n}, DType::f32);
-  fill_uniform(a, Philox(1, 0), -1, 1);
-  fill_uniform(b, Philox(1, 1), -1, 1);
+constexpr int64_t kPeakSize = 2048;
+
+double best_gflops(const KernelRegistry& kernels, const Tensor& a, const Tensor& b, const Tensor& c) {
   double best = 1e30;
   for (int i = 0; i < 4; ++i) {
     Stopwatch clock;
     kernels.gemm({}, a, b, c);
     if (i > 0) best = std::min(best, clock.seconds());  // the first call pays for setup
   }
-  return 2.0 * double(n * n * n) / best / 1e9;
+  return 2.0 * double(kPeakSize * kPeakSize * kPeakSize) / best / 1e9;
+}
+
+}  // namespace
+
+GemmPeak measure_gemm_peak(DType dtype) {
+  const Tensor a({kPeakSize, kPeakSize}, dtype), b({kPeakSize, kPeakSize}, dtype);
+  const Tensor c({kPeakSize, kPeakSize}, DType::f32);
+  fill_uniform(a, Philox(1, 0), -1, 1);
+  fill_uniform(b, Philox(1, 1), -1, 1);
+  GemmPeak peak;
+  peak.onednn_gflops = best_gflops(KernelRegistry(KernelConfig{.f32_gemm = GemmLibrary::onednn}), a, b, c);
+  if (dtype == DType::f32)
+    peak.openblas_gflops = best_gflops(KernelRegistry(KernelConfig{.f32_gemm = GemmLibrary::openblas}), a, b, c);
+  return peak;
 }
 
 }  // namespace rf::kernels

@@ -17,6 +17,16 @@ std::string_view kernel_variant_name(KernelVariant variant) {
   return "?";
 }
 
+std::string_view gemm_library_name(GemmLibrary library) {
+  return library == GemmLibrary::onednn ? "onednn" : "openblas";
+}
+
+GemmLibrary parse_gemm_library(std::string_view name) {
+  for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas})
+    if (gemm_library_name(library) == name) return library;
+  throw ConfigError("kernels.f32_gemm", fmt::format("unknown GEMM library '{}': expected onednn or openblas", name));
+}
+
 std::string_view kernel_op_name(KernelOp op) {
   switch (op) {
     case KernelOp::embedding: return "embedding";
@@ -51,7 +61,8 @@ bool variant_supports(KernelVariant variant, DType dtype) {
   return variant == KernelVariant::ref && dtype == DType::f64;
 }
 
-KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features) : features_(features) {
+KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
+    : features_(features), f32_gemm_(config.f32_gemm) {
   if (config.optimization_level < 0 || config.optimization_level > 2)
     throw ConfigError("kernels.optimization_level",
                       fmt::format("expected 0, 1 or 2, got {}", config.optimization_level));
@@ -79,8 +90,10 @@ KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
   for (int op = 0; op < kNumKernelOps; ++op) {
     for (int d = 0; d < kNumDTypes; ++d) {
       const KernelVariant wanted = per_op[size_t(op)];
+      const bool gemm_backed = KernelOp(op) == KernelOp::gemm || KernelOp(op) == KernelOp::linear;
+      const GemmLibrary library = gemm_backed && DType(d) == DType::f32 ? config.f32_gemm : GemmLibrary::onednn;
       choice_[size_t(op)][size_t(d)] =
-          &table_of(variant_supports(wanted, DType(d)) ? wanted : KernelVariant::ref);
+          &table_of(variant_supports(wanted, DType(d)) ? wanted : KernelVariant::ref, library);
     }
   }
 }
@@ -97,12 +110,13 @@ bool KernelRegistry::can_run(KernelVariant variant) const {
   return false;
 }
 
-const KernelTable& KernelRegistry::table_of(KernelVariant variant) const {
+const KernelTable& KernelRegistry::table_of(KernelVariant variant, GemmLibrary f32_gemm) const {
+  const bool openblas = f32_gemm == GemmLibrary::openblas;
   switch (variant) {
     case KernelVariant::ref: return ref::table();
-    case KernelVariant::cpu_generic: return cpu_generic::table();
-    case KernelVariant::cpu_avx2: return cpu_avx2::table();
-    case KernelVariant::cpu_avx512: return cpu_avx512::table();
+    case KernelVariant::cpu_generic: return openblas ? cpu_generic::openblas_table() : cpu_generic::table();
+    case KernelVariant::cpu_avx2: return openblas ? cpu_avx2::openblas_table() : cpu_avx2::table();
+    case KernelVariant::cpu_avx512: return openblas ? cpu_avx512::openblas_table() : cpu_avx512::table();
   }
   return ref::table();
 }
@@ -118,7 +132,8 @@ std::string KernelRegistry::describe() const {
   for (int op = 0; op < kNumKernelOps; ++op)
     ops += fmt::format("{}{}={}", op ? " " : "", kernel_op_name(KernelOp(op)),
                        kernel_variant_name(choice_[size_t(op)][size_t(DType::f32)]->variant));
-  return fmt::format("cpu: {}\nkernels (f32/bf16): {}\nblas: {}", features_.describe(), ops, blas_info());
+  return fmt::format("cpu: {}\nkernels (f32/bf16): {}\nf32 gemm: {}; blas: {}", features_.describe(), ops,
+                     gemm_library_name(f32_gemm_), blas_info());
 }
 
 }  // namespace rf::kernels

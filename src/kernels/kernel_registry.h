@@ -4,6 +4,7 @@
 //    cpu_avx2, else cpu_generic); dtypes a variant does not implement (f64) fall back to `ref`.
 //  - `force_variant` pins every op to one variant (an error if this CPU cannot run it);
 //    `overrides` pin single ops, e.g. {attention -> ref} to bisect a numerics question.
+//  - `f32_gemm` picks the library under the cpu variants' f32 gemm and linear ops.
 // Created once in `main` and passed down by const reference; its call-through methods pick the
 // table by the dtype of the op's first floating input.
 #pragma once
@@ -23,6 +24,7 @@ struct KernelConfig {
   int optimization_level = 1;
   std::optional<KernelVariant> force_variant;
   std::vector<std::pair<KernelOp, KernelVariant>> overrides;
+  GemmLibrary f32_gemm = GemmLibrary::onednn;
 };
 
 class KernelRegistry {
@@ -101,9 +103,10 @@ class KernelRegistry {
   void scale(TensorView x, double factor) const { table(KernelOp::grad_norm, x.dtype()).scale(x, factor); }
 
  private:
-  const KernelTable& table_of(KernelVariant variant) const;
+  const KernelTable& table_of(KernelVariant variant, GemmLibrary f32_gemm) const;
 
   CpuFeatures features_;
+  GemmLibrary f32_gemm_;
   std::array<std::array<const KernelTable*, kNumDTypes>, kNumKernelOps> choice_{};
 };
 

@@ -26,7 +26,12 @@ inline constexpr int kNumKernelVariants = 4;
 enum class KernelOp : uint8_t { embedding, gemm, linear, rmsnorm, rope, attention, swiglu, logprob, adamw, grad_norm };
 inline constexpr int kNumKernelOps = 10;
 
+// The library under the cpu variants' f32 GEMM and linear ops (bf16 always runs on oneDNN).
+enum class GemmLibrary : uint8_t { onednn, openblas };
+
 std::string_view kernel_variant_name(KernelVariant variant);
+std::string_view gemm_library_name(GemmLibrary library);
+GemmLibrary parse_gemm_library(std::string_view name);  // throws naming the text
 std::string_view kernel_op_name(KernelOp op);
 KernelVariant parse_kernel_variant(std::string_view name);  // throws naming the text
 KernelOp parse_kernel_op(std::string_view name);
@@ -63,12 +68,15 @@ const KernelTable& table();
 }
 namespace cpu_generic {
 const KernelTable& table();
+const KernelTable& openblas_table();
 }
 namespace cpu_avx2 {
 const KernelTable& table();
+const KernelTable& openblas_table();
 }
 namespace cpu_avx512 {
 const KernelTable& table();
+const KernelTable& openblas_table();
 }
 
 }  // namespace rf::kernels

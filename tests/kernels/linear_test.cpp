@@ -24,17 +24,33 @@ using rf::testing::random_tensor;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr Layout kLayouts[] = {Layout::contiguous, Layout::strided};
 
-std::vector<const KernelTable*> fast_tables() {
+// Every cpu variant this CPU runs, once per f32 GEMM library (their bf16 ops are the same oneDNN
+// calls either way).
+std::vector<std::pair<const KernelTable*, GemmLibrary>> fast_tables_and_libraries() {
   const KernelRegistry registry;
-  std::vector<const KernelTable*> tables;
+  std::vector<std::pair<const KernelTable*, GemmLibrary>> tables;
   for (KernelVariant v : {KernelVariant::cpu_generic, KernelVariant::cpu_avx2, KernelVariant::cpu_avx512}) {
-    if (registry.can_run(v))
-      tables.push_back(&KernelRegistry(KernelConfig{.force_variant = v}).table(KernelOp::gemm, DType::f32));
+    if (!registry.can_run(v)) continue;
+    for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas}) {
+      const KernelRegistry chosen(KernelConfig{.force_variant = v, .f32_gemm = library});
+      tables.emplace_back(&chosen.table(KernelOp::gemm, DType::f32), library);
+    }
   }
   return tables;
 }
 
-std::string_view name(const KernelTable* table) { return kernel_variant_name(table->variant); }
+std::vector<const KernelTable*> fast_tables() {
+  std::vector<const KernelTable*> tables;
+  for (const auto& [table, library] : fast_tables_and_libraries()) tables.push_back(table);
+  return tables;
+}
+
+std::string name(const KernelTable* table) {
+  for (const auto& [candidate, library] : fast_tables_and_libraries())
+    if (candidate == table)
+      return fmt::format("{}/{}", kernel_variant_name(table->variant), gemm_library_name(library));
+  return std::string(kernel_variant_name(table->variant));
+}
 const char* name(Layout layout) { return layout == Layout::strided ? "strided" : "contiguous"; }
 
 void fill(TensorView view, double value) {

@@ -39,6 +39,26 @@ TEST(KernelRegistry, ForcesAVariantAndOverridesSingleOps) {
   EXPECT_NE(registry.describe().find("attention=ref"), std::string::npos) << registry.describe();
 }
 
+TEST(KernelRegistry, F32GemmLibraryChangesOnlyTheF32GemmBackedOps) {
+  const KernelRegistry onednn, openblas(KernelConfig{.f32_gemm = GemmLibrary::openblas});
+  for (KernelOp op : {KernelOp::gemm, KernelOp::linear}) {
+    EXPECT_NE(&onednn.table(op, DType::f32), &openblas.table(op, DType::f32)) << kernel_op_name(op);
+    EXPECT_EQ(&onednn.table(op, DType::bf16), &openblas.table(op, DType::bf16)) << kernel_op_name(op);
+    EXPECT_EQ(onednn.variant(op, DType::f32), openblas.variant(op, DType::f32)) << kernel_op_name(op);
+  }
+  EXPECT_NE(onednn.table(KernelOp::linear, DType::f32).linear_forward,
+            openblas.table(KernelOp::linear, DType::f32).linear_forward);
+  EXPECT_EQ(&onednn.table(KernelOp::rmsnorm, DType::f32), &openblas.table(KernelOp::rmsnorm, DType::f32));
+  EXPECT_NE(openblas.describe().find("f32 gemm: openblas"), std::string::npos) << openblas.describe();
+  EXPECT_EQ(parse_gemm_library("openblas"), GemmLibrary::openblas);
+  try {
+    parse_gemm_library("mkl");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "kernels.f32_gemm");
+  }
+}
+
 TEST(KernelRegistry, RejectsBadConfigNamingTheKey) {
   try {
     KernelRegistry(KernelConfig{.optimization_level = 3});

@@ -89,6 +89,33 @@ TEST(Rope, CpuMatchesRef) {
     check_against_ref({3, 5, 130, 128, dtype, DType::i32, 4096, RopeLayout::fused_qkv});
     check_against_ref({2, 2, 262, 0, dtype, DType::i64, 300, RopeLayout::contiguous});  // rotary_dim/2 = 131
     check_against_ref({40, 4, 128, 0, dtype, DType::i32, 2048, RopeLayout::strided});  // multi-threaded
+    check_against_ref({300, 2, 32, 0, dtype, DType::i64, 16, RopeLayout::fused_qkv});  // tabulated positions
+  }
+}
+
+// A call whose positions span fewer values than it has tokens tabulates them once; otherwise every
+// token computes its own. Both must give the same bits: run tokens 0..63 at positions 0..63 in
+// one call (tabulated), then each token alone next to a token at a far position (per token).
+TEST(Rope, TabulatedAnglesGiveTheSameBitsAsPerTokenAngles) {
+  constexpr int64_t N = 64, H = 3, D = 40;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const KernelTable* table : fast_tables()) {
+      Tensor pos({N}, DType::i64);
+      for (int64_t n = 0; n < N; ++n) pos.at<int64_t>({n}) = n;
+      const Tensor x = random_tensor({N, H, D}, dtype, 5);
+      const Tensor tabulated = clone(x, dtype);
+      table->rope_forward({}, pos, tabulated);
+      for (int64_t n = 0; n < N; ++n) {
+        Tensor pair({2, H, D}, dtype), pair_pos({2}, DType::i64);
+        copy_convert(x.view().slice(0, n, 1), pair.view().slice(0, 0, 1));
+        copy_convert(x.view().slice(0, n, 1), pair.view().slice(0, 1, 1));
+        pair_pos.at<int64_t>({0}) = n;
+        pair_pos.at<int64_t>({1}) = 100000;
+        table->rope_forward({}, pair_pos, pair);
+        expect_close(pair.view().slice(0, 0, 1), tabulated.view().slice(0, n, 1), 0, 0,
+                     fmt::format("{} {} token {}", kernel_variant_name(table->variant), dtype_name(dtype), n));
+      }
+    }
   }
 }
 

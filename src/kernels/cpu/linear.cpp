@@ -1,8 +1,10 @@
-// Fast GEMM and linear layers: f32 through OpenBLAS (cblas_sgemm), bf16 through oneDNN's matmul
-// (onednn_matmul.h). Every op is one matrix product on 2-D views whose layout is read from their
-// strides, so the transposes of the linear backward cost nothing. What is ours: the f32 bias add
-// (folded into the GEMM) and the bias-gradient column sum. f64 is not here: the registry sends
-// it to `ref`.
+// Fast GEMM and linear layers on a GEMM library: oneDNN's matmul (onednn_matmul.h) for both dtypes,
+// or, for f32, OpenBLAS's cblas_sgemm (the `_openblas` ops; KernelConfig::f32_gemm picks). oneDNN is
+// the default: on the Zen 4 we measured, its f32 brgemm beats OpenBLAS by 3-5% on the large
+// training shapes and ~20% on small ones (docs/performance.md). Every op is one matrix product on
+// 2-D views whose layout is read from their strides, so the transposes of the linear backward cost
+// nothing. What is ours: the OpenBLAS path's bias add (folded into the GEMM) and the bias-gradient
+// column sum. f64 is not here: the registry sends it to `ref`.
 // Legend: N rows (tokens), I in-features, O out-features; a GEMM's operands are a_MK, b_KN, c_MN.
 #include <cblas.h>
 
@@ -67,8 +69,10 @@ void sgemm(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, float
               b_KN.data<float>(), b.ld, beta, c_MN.data<float>(), c.ld);
 }
 
+// bf16 always runs on oneDNN (OpenBLAS 0.3.21 has no bf16 GEMM that takes our layouts).
+template <GemmLibrary library>
 void matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, float beta) {
-  if (a_MK.dtype() == DType::f32) {
+  if (library == GemmLibrary::openblas && a_MK.dtype() == DType::f32) {
     sgemm(a_MK, b_KN, c_MN, alpha, beta);
   } else {
     onednn_matmul(a_MK, b_KN, TensorView(), c_MN, alpha, beta);
@@ -112,7 +116,8 @@ void reduce_bias_grad(TensorView dy_NO, TensorView db_O) {
 
 }  // namespace
 
-void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
+template <GemmLibrary library>
+void gemm_with(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
   check_matrix(a, "gemm a");
   check_matrix(b, "gemm b");
   check_matrix(c, "gemm c");
@@ -121,10 +126,11 @@ void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
   const TensorView b_KN = p.trans_b == Transpose::yes ? b.transpose(0, 1) : b;
   check_shape(b_KN, {a_MK.size(1), c.size(1)}, "gemm op(b)");
   check_shape(c, {a_MK.size(0), b_KN.size(1)}, "gemm c");
-  matmul(a_MK, b_KN, c, float(p.alpha), float(p.beta));
+  matmul<library>(a_MK, b_KN, c, float(p.alpha), float(p.beta));
 }
 
-void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
+template <GemmLibrary library>
+void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
   check_matrix(x_NI, "linear x_NI");
   check_matrix(w_OI, "linear w_OI");
   check_matrix(y_NO, "linear y_NO");
@@ -138,7 +144,7 @@ void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView
     check_dtype(b_O, x_NI.dtype(), "linear b_O");
   }
   const TensorView w_IO = w_OI.transpose(0, 1);
-  if (x_NI.dtype() == DType::bf16) {
+  if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
     onednn_matmul(x_NI, w_IO, b_O, y_NO, 1.0f, 0.0f);  // bias fused, added in f32 before rounding
   } else if (b_O.empty()) {
     sgemm(x_NI, w_IO, y_NO, 1.0f, 0.0f);
@@ -148,7 +154,8 @@ void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView
   }
 }
 
-void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
+template <GemmLibrary library>
+void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
   check_matrix(dy_NO, "linear dy_NO");
   check_matrix(w_OI, "linear w_OI");
   check_matrix(dx_NI, "linear dx_NI");
@@ -156,10 +163,11 @@ void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulat
   check_shape(dx_NI, {dy_NO.size(0), w_OI.size(1)}, "linear dx_NI");
   check_dtypes(dy_NO.dtype(), w_OI.dtype(), dx_NI.dtype(), "linear_dgrad");
   check_dtype(dx_NI, dy_NO.dtype(), "linear dx_NI");
-  matmul(dy_NO, w_OI, dx_NI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
+  matmul<library>(dy_NO, w_OI, dx_NI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
 }
 
-void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
+template <GemmLibrary library>
+void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
   check_matrix(dy_NO, "linear dy_NO");
   check_matrix(x_NI, "linear x_NI");
   check_matrix(dw_OI, "linear dw_OI");
@@ -172,13 +180,31 @@ void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorVie
     check_vector(db_O, O, "linear db_O");
     check_dtype(db_O, DType::f32, "linear db_O");
   }
-  matmul(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, 1.0f);
+  matmul<library>(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, 1.0f);
   if (db_O.empty()) return;
   if (dy_NO.dtype() == DType::bf16) {
     reduce_bias_grad<bf16>(dy_NO, db_O);
   } else {
     reduce_bias_grad<float>(dy_NO, db_O);
   }
+}
+
+template Gemm gemm_with<GemmLibrary::openblas>;
+template LinearForward linear_forward_with<GemmLibrary::openblas>;
+template LinearDgrad linear_dgrad_with<GemmLibrary::openblas>;
+template LinearWgrad linear_wgrad_with<GemmLibrary::openblas>;
+
+void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
+  gemm_with<GemmLibrary::onednn>(p, a, b, c);
+}
+void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
+  linear_forward_with<GemmLibrary::onednn>(x_NI, w_OI, b_O, y_NO);
+}
+void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
+  linear_dgrad_with<GemmLibrary::onednn>(dy_NO, w_OI, dx_NI, mode);
+}
+void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
+  linear_wgrad_with<GemmLibrary::onednn>(dy_NO, x_NI, dw_OI, db_O);
 }
 
 }  // namespace rf::kernels::RF_CPU_NS
