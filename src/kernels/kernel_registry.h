@@ -51,6 +51,9 @@ class KernelRegistry {
   void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) const {
     table(KernelOp::linear, x_NI.dtype()).linear_forward(x_NI, w_OI, b_O, y_NO);
   }
+  void linear_residual_forward(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) const {
+    table(KernelOp::linear, x_NI.dtype()).linear_residual_forward(x_NI, w_OI, resid_NO, y_NO);
+  }
   void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) const {
     table(KernelOp::linear, dy_NO.dtype()).linear_dgrad(dy_NO, w_OI, dx_NI, mode);
   }

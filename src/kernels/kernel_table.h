@@ -42,6 +42,7 @@ struct KernelTable {
   EmbeddingBackwardFn embedding_backward;
   GemmFn gemm;
   LinearForwardFn linear_forward;
+  LinearResidualForwardFn linear_residual_forward;
   LinearDgradFn linear_dgrad;
   LinearWgradFn linear_wgrad;
   RmsNormForwardFn rmsnorm_forward;

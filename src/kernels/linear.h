@@ -29,6 +29,11 @@ using GemmFn = Gemm*;
 // y_NO = x_NI * w_OI^T (+ b_O when b_O is not empty).
 using LinearForward = void(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO);
 using LinearForwardFn = LinearForward*;
+// y_NO = resid_NO + x_NI * w_OI^T: a linear layer whose output joins the residual stream, with the
+// add in the GEMM's epilogue (one rounding; the residual is read once, never copied into y first).
+// The backward is linear_dgrad / linear_wgrad: the residual's gradient is y's.
+using LinearResidualForward = void(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO);
+using LinearResidualForwardFn = LinearResidualForward*;
 // dx_NI (= or +=) dy_NO * w_OI.
 using LinearDgrad = void(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode);
 using LinearDgradFn = LinearDgrad*;

@@ -7,6 +7,7 @@ EmbeddingForward embedding_forward;
 EmbeddingBackward embedding_backward;
 Gemm gemm;
 LinearForward linear_forward;
+LinearResidualForward linear_residual_forward;
 LinearDgrad linear_dgrad;
 LinearWgrad linear_wgrad;
 RmsNormForward rmsnorm_forward;

@@ -4,6 +4,7 @@
 const KernelTable& table() {
   static const KernelTable kTable{
       kThisVariant,   embedding_forward, embedding_backward, gemm,           linear_forward,
+      linear_residual_forward,
       linear_dgrad,   linear_wgrad,      rmsnorm_forward,    rmsnorm_backward, rope_forward,
       rope_backward,  attention_forward, attention_backward, swiglu_forward, swiglu_backward,
       logprob_forward, logprob_backward, adamw_step,         sum_squares,    scale,

@@ -102,14 +102,14 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
   k.attention_forward({0.0, shape.cu_seqlens}, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
                       v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
 
-  // h = x + a Wo^T, with the residual added by the GEMM (beta = 1). Under TP each rank holds a
+  // h = x + a Wo^T, with the residual added in the GEMM's epilogue. Under TP each rank holds a
   // partial product; only TP rank 0 adds x, so the TpReduce sum is x + the full product.
+  const TensorView attn_2d = attn_NHD.reshape({N, H_ * D_});
   if (ctx.parallel.tp().rank() == 0) {
-    copy_convert(x_NC, h_NC);
+    k.linear_residual_forward(attn_2d, w.wo_CHD, x_NC, h_NC);
   } else {
-    fill_zero(h_NC);
+    k.linear_forward(attn_2d, w.wo_CHD, TensorView(), h_NC);
   }
-  k.gemm({kernels::Transpose::no, kernels::Transpose::yes, 1.0, 1.0}, attn_NHD.reshape({N, H_ * D_}), w.wo_CHD, h_NC);
   dist::TpReduce::forward(ctx.parallel.tp(), h_NC);
 }
 

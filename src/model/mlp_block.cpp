@@ -51,13 +51,13 @@ void MlpBlock::forward(const LayerContext& ctx, int64_t N, const MlpParams& w, T
   k.linear_forward(xn_NC, w.wg_FC, TensorView(), gate_NF);
   k.linear_forward(xn_NC, w.wu_FC, TensorView(), up_NF);
   k.swiglu_forward(gate_NF, up_NF, act_NF);
-  // y = h + a Wd^T: residual added by the GEMM; under TP only rank 0 adds it (see attention_block).
+  // y = h + a Wd^T: residual added in the GEMM's epilogue; under TP only rank 0 adds it (see
+  // attention_block).
   if (ctx.parallel.tp().rank() == 0) {
-    copy_convert(h_NC, y_NC);
+    k.linear_residual_forward(act_NF, w.wd_CF, h_NC, y_NC);
   } else {
-    fill_zero(y_NC);
+    k.linear_forward(act_NF, w.wd_CF, TensorView(), y_NC);
   }
-  k.gemm({kernels::Transpose::no, kernels::Transpose::yes, 1.0, 1.0}, act_NF, w.wd_CF, y_NC);
   dist::TpReduce::forward(ctx.parallel.tp(), y_NC);
 }
 

@@ -221,6 +221,39 @@ TEST(LinearKernels, LinearForwardMatchesRef) {
   }
 }
 
+// The fused residual forward against the composition of unfused ref ops: the f64 ref product of
+// linear_forward, plus the residual, rounded once to the dtype.
+TEST(LinearKernels, LinearResidualForwardMatchesRefComposition) {
+  std::vector<const KernelTable*> tables = fast_tables();
+  tables.push_back(&ref::table());
+  uint64_t seed = 250;
+  for (const LinearShape& s : kLinearShapes) {
+    for (DType dtype : kFastDTypes) {
+      const Tensor x = random_tensor({s.N, s.I}, dtype, ++seed), w = random_tensor({s.O, s.I}, dtype, ++seed);
+      const Tensor resid = random_tensor({s.N, s.O}, dtype, ++seed);
+      const Tensor product({s.N, s.O}, DType::f64), expected({s.N, s.O}, dtype);
+      ref::table().linear_forward(clone(x, DType::f64), clone(w, DType::f64), TensorView(), product);
+      for (int64_t n = 0; n < s.N; ++n)
+        for (int64_t o = 0; o < s.O; ++o)
+          store_f64(expected, n * s.O + o, load_f64(product, n * s.O + o) + load_f64(resid, n * s.O + o));
+      const Tolerance tol = tolerance(dtype, s.I);
+      for (const KernelTable* table : tables) {
+        for (Layout layout : kLayouts) {
+          const std::string what = fmt::format("{} linear_residual_forward N={} I={} O={} {} {}", name(table), s.N,
+                                               s.I, s.O, dtype_name(dtype), name(layout));
+          const GuardedTensor x_g = guarded_copy(x, layout), w_g = guarded_copy(w, layout);
+          const GuardedTensor resid_g = guarded_copy(resid, layout);
+          const GuardedTensor y = output_buffer(TensorView(), {s.N, s.O}, dtype, layout);
+          table->linear_residual_forward(x_g, w_g, resid_g, y);
+          expect_close(y, expected, tol.rtol, tol.atol, what);
+          expect_close(resid_g, resid, 0, 0, what + ": residual untouched");
+          y.expect_sentinels_intact(what);
+        }
+      }
+    }
+  }
+}
+
 TEST(LinearKernels, LinearDgradMatchesRefInBothModes) {
   const std::vector<const KernelTable*> tables = fast_tables();
   uint64_t seed = 300;

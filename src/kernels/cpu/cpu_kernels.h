@@ -25,6 +25,8 @@ void gemm_with(const GemmParams& p, TensorView a, TensorView b, TensorView c);
 template <GemmLibrary library>
 void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO);
 template <GemmLibrary library>
+void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO);
+template <GemmLibrary library>
 void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode);
 template <GemmLibrary library>
 void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O);

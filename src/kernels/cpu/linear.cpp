@@ -75,18 +75,27 @@ void matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, floa
   if (library == GemmLibrary::openblas && a_MK.dtype() == DType::f32) {
     sgemm(a_MK, b_KN, c_MN, alpha, beta);
   } else {
-    onednn_matmul(a_MK, b_KN, TensorView(), c_MN, alpha, beta);
+    onednn_matmul(a_MK, b_KN, c_MN, alpha, {.beta = beta});
   }
 }
 
-// y_NO = b_O on every row. The f32 forward then accumulates x w^T onto it (beta = 1): this pass
-// replaces the one in which OpenBLAS would zero y for beta = 0, so the bias add is free.
+// y_NO = b_O on every row. The OpenBLAS forward then accumulates x w^T onto it (beta = 1): this
+// pass replaces the one in which OpenBLAS would zero y for beta = 0, so the bias add is free.
 void broadcast_rows(TensorView b_O, TensorView y_NO) {
   const float* b = b_O.data<float>();
   float* y = y_NO.data<float>();
   const int64_t N = y_NO.size(0), O = y_NO.size(1), ld = y_NO.stride(0);
 #pragma omp parallel for schedule(static) if (N * O > kParallelGrain)
   for (int64_t n = 0; n < N; ++n) std::copy_n(b, O, y + n * ld);
+}
+
+// y_NO = x_NO (f32), for the OpenBLAS residual forward, which then accumulates onto y.
+void copy_rows(TensorView x_NO, TensorView y_NO) {
+  const float* x = x_NO.data<float>();
+  float* y = y_NO.data<float>();
+  const int64_t N = y_NO.size(0), O = y_NO.size(1), ldx = x_NO.stride(0), ldy = y_NO.stride(0);
+#pragma omp parallel for schedule(static) if (N * O > kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) std::copy_n(x + n * ldx, O, y + n * ldy);
 }
 
 float as_f32(float x) { return x; }
@@ -145,11 +154,33 @@ void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, Tenso
   }
   const TensorView w_IO = w_OI.transpose(0, 1);
   if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
-    onednn_matmul(x_NI, w_IO, b_O, y_NO, 1.0f, 0.0f);  // bias fused, added in f32 before rounding
+    onednn_matmul(x_NI, w_IO, y_NO, 1.0f, {.bias_N = b_O});  // bias added in f32 before rounding
   } else if (b_O.empty()) {
     sgemm(x_NI, w_IO, y_NO, 1.0f, 0.0f);
   } else {
     broadcast_rows(b_O, y_NO);
+    sgemm(x_NI, w_IO, y_NO, 1.0f, 1.0f);
+  }
+}
+
+template <GemmLibrary library>
+void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) {
+  check_matrix(x_NI, "linear x_NI");
+  check_matrix(w_OI, "linear w_OI");
+  check_matrix(y_NO, "linear y_NO");
+  check_matrix(resid_NO, "linear resid_NO");
+  check_shape(w_OI, {y_NO.size(1), x_NI.size(1)}, "linear w_OI");
+  check_shape(y_NO, {x_NI.size(0), w_OI.size(0)}, "linear y_NO");
+  check_shape(resid_NO, y_NO.shape(), "linear resid_NO");
+  check_dtypes(x_NI.dtype(), w_OI.dtype(), y_NO.dtype(), "linear_residual_forward");
+  check_dtype(y_NO, x_NI.dtype(), "linear y_NO");
+  check_dtype(resid_NO, x_NI.dtype(), "linear resid_NO");
+  RF_CHECK(resid_NO.raw() != y_NO.raw(), "linear_residual_forward: resid_NO and y_NO must not alias");
+  const TensorView w_IO = w_OI.transpose(0, 1);
+  if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
+    onednn_matmul(x_NI, w_IO, y_NO, 1.0f, {.addend_MN = resid_NO});
+  } else {
+    copy_rows(resid_NO, y_NO);
     sgemm(x_NI, w_IO, y_NO, 1.0f, 1.0f);
   }
 }
@@ -191,6 +222,7 @@ void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, Tens
 
 template Gemm gemm_with<GemmLibrary::openblas>;
 template LinearForward linear_forward_with<GemmLibrary::openblas>;
+template LinearResidualForward linear_residual_forward_with<GemmLibrary::openblas>;
 template LinearDgrad linear_dgrad_with<GemmLibrary::openblas>;
 template LinearWgrad linear_wgrad_with<GemmLibrary::openblas>;
 
@@ -199,6 +231,9 @@ void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
 }
 void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
   linear_forward_with<GemmLibrary::onednn>(x_NI, w_OI, b_O, y_NO);
+}
+void linear_residual_forward(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) {
+  linear_residual_forward_with<GemmLibrary::onednn>(x_NI, w_OI, resid_NO, y_NO);
 }
 void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
   linear_dgrad_with<GemmLibrary::onednn>(dy_NO, w_OI, dx_NI, mode);

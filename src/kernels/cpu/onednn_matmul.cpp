@@ -39,14 +39,15 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
-// The K == 0 case: the product is empty, so c = beta * c (+ bias). oneDNN 2.6 faults (SIGFPE)
+// The K == 0 case: the product is empty, so c = the epilogue alone. oneDNN 2.6 faults (SIGFPE)
 // creating a matmul with an empty K; this is a cold path, hence the generic element access.
-void scale_and_add_bias(TensorView bias_N, TensorView c_MN, float beta) {
+void epilogue_only(const MatmulEpilogue& e, TensorView c_MN) {
   for (int64_t m = 0; m < c_MN.size(0); ++m) {
     for (int64_t n = 0; n < c_MN.size(1); ++n) {
       const int64_t at = m * c_MN.stride(0) + n;
-      double value = beta == 0.0f ? 0.0 : beta * load_f64(c_MN, at);
-      if (!bias_N.empty()) value += load_f64(bias_N, n * bias_N.stride(0));
+      double value = e.beta == 0.0f ? 0.0 : e.beta * load_f64(c_MN, at);
+      if (!e.bias_N.empty()) value += load_f64(e.bias_N, n * e.bias_N.stride(0));
+      if (!e.addend_MN.empty()) value += load_f64(e.addend_MN, m * e.addend_MN.stride(0) + n);
       store_f64(c_MN, at, value);
     }
   }
@@ -54,20 +55,20 @@ void scale_and_add_bias(TensorView bias_N, TensorView c_MN, float beta) {
 
 }  // namespace
 
-void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView bias_N, TensorView c_MN, float alpha, float beta) {
+void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, const MatmulEpilogue& epilogue) {
   const int64_t M = c_MN.size(0), N = c_MN.size(1), K = a_MK.size(1);
   if (M == 0 || N == 0) return;
-  if (K == 0) return scale_and_add_bias(bias_N, c_MN, beta);
+  if (K == 0) return epilogue_only(epilogue, c_MN);
 
-  // oneDNN 2.x: output scales multiply the product before post-ops, and the sum post-op adds
-  // beta * (previous dst), read in dst's dtype and accumulated in f32.
+  // oneDNN 2.x: output scales multiply the product before post-ops; the sum post-op adds
+  // beta * (previous dst) and the binary one the addend, both read in their dtype and added in f32.
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
-    dnnl::post_ops ops;
-    ops.append_sum(beta);
-    attr.set_post_ops(ops);
-  }
+  dnnl::post_ops ops;
+  if (epilogue.beta != 0.0f) ops.append_sum(epilogue.beta);
+  const bool with_addend = !epilogue.addend_MN.empty();
+  if (with_addend) ops.append_binary(dnnl::algorithm::binary_add, matrix_desc(epilogue.addend_MN));
+  if (ops.len() > 0) attr.set_post_ops(ops);
   const dnnl::engine& engine = cpu_engine();
   const dnnl::memory::desc a_md = matrix_desc(a_MK), b_md = matrix_desc(b_KN), c_md = matrix_desc(c_MN);
   // The matmul objects, memory wrappers and argument map are small per-call heap objects that
@@ -76,11 +77,15 @@ void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView bias_N, TensorVi
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(a_md, engine, a_MK.raw())},
                                              {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, b_KN.raw())},
                                              {DNNL_ARG_DST, dnnl::memory(c_md, engine, c_MN.raw())}};
+  if (with_addend) {
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1,
+                 dnnl::memory(matrix_desc(epilogue.addend_MN), engine, epilogue.addend_MN.raw()));
+  }
   dnnl::matmul::desc desc(a_md, b_md, c_md);
-  if (!bias_N.empty()) {
-    const dnnl::memory::desc bias_md({1, N}, onednn_type(bias_N.dtype()), {N, 1});
+  if (!epilogue.bias_N.empty()) {
+    const dnnl::memory::desc bias_md({1, N}, onednn_type(epilogue.bias_N.dtype()), {N, 1});
     desc = dnnl::matmul::desc(a_md, b_md, bias_md, c_md);
-    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine, bias_N.raw()));
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, engine, epilogue.bias_N.raw()));
   }
   dnnl::stream& stream = cpu_stream();
   dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine)).execute(stream, args);

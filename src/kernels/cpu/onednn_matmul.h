@@ -10,10 +10,16 @@
 
 namespace rf::kernels::RF_CPU_NS {
 
-// c_MN = alpha * a_MK b_KN (+ bias_N on every row when bias_N is not empty) + beta * c_MN, with
-// products accumulated in f32 and c rounded once; c is not read when beta == 0.
-// a, b and bias: bf16 or f32 (one dtype); c: f32 or bf16. c and bias have a unit inner stride,
-// a and b a unit stride in one of their two dims.
-void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView bias_N, TensorView c_MN, float alpha, float beta);
+// What oneDNN adds to the product in its epilogue, before c is rounded once.
+struct MatmulEpilogue {
+  TensorView bias_N;     // on every row, when not empty (a's dtype)
+  TensorView addend_MN;  // elementwise, when not empty (c's dtype, unit inner stride; may not alias c)
+  float beta = 0.0f;     // + beta * c_MN (c is not read when 0)
+};
+
+// c_MN = alpha * a_MK b_KN + the epilogue's terms, products accumulated in f32.
+// a and b: bf16 or f32 (one dtype); c: f32 or bf16. c has a unit inner stride, a and b a unit
+// stride in one of their two dims.
+void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, const MatmulEpilogue& epilogue);
 
 }  // namespace rf::kernels::RF_CPU_NS

@@ -9,6 +9,7 @@ const KernelTable& openblas_table() {
     KernelTable t = table();
     t.gemm = gemm_with<GemmLibrary::openblas>;
     t.linear_forward = linear_forward_with<GemmLibrary::openblas>;
+    t.linear_residual_forward = linear_residual_forward_with<GemmLibrary::openblas>;
     t.linear_dgrad = linear_dgrad_with<GemmLibrary::openblas>;
     t.linear_wgrad = linear_wgrad_with<GemmLibrary::openblas>;
     return t;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/element_access.h"
+#include "core/tensor.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace rf::kernels::ref {
@@ -105,6 +106,21 @@ void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView
     check_dtype(b_O, x_NI.dtype(), "linear b_O");
   }
   matmul(x_NI, w_OI.transpose(0, 1), b_O, y_NO, 1.0, 0.0);
+}
+
+void linear_residual_forward(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) {
+  check_matrix(resid_NO, "linear resid_NO");
+  check_shape(resid_NO, y_NO.shape(), "linear resid_NO");
+  check_dtype(resid_NO, y_NO.dtype(), "linear resid_NO");
+  check_matrix(x_NI, "linear x_NI");
+  check_matrix(w_OI, "linear w_OI");
+  check_matrix(y_NO, "linear y_NO");
+  check_shape(w_OI, {y_NO.size(1), x_NI.size(1)}, "linear w_OI");
+  check_shape(y_NO, {x_NI.size(0), w_OI.size(0)}, "linear y_NO");
+  check_dtype(w_OI, x_NI.dtype(), "linear w_OI");
+  check_dtype(y_NO, x_NI.dtype(), "linear y_NO");
+  copy_convert(resid_NO, y_NO);  // exact (same dtype); the product adds to it before one rounding
+  matmul(x_NI, w_OI.transpose(0, 1), TensorView(), y_NO, 1.0, 1.0);
 }
 
 void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
