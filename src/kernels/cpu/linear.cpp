@@ -14,22 +14,13 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/linear_args.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
 
 // Below this many elements a memory-bound pass runs on one thread: forking costs more.
 constexpr int64_t kParallelGrain = int64_t(1) << 15;
-
-void check_matrix(const TensorView& m, const char* what) {
-  RF_CHECK(m.rank() == 2 && m.inner_contiguous(), "{}: expected a 2-D view with unit inner stride, got {}", what,
-           m.describe());
-}
-
-void check_vector(const TensorView& v, int64_t extent, const char* what) {
-  check_shape(v, {extent}, what);
-  RF_CHECK(v.inner_contiguous(), "{}: expected unit stride, got {}", what, v.describe());
-}
 
 // The cpu kernels take f32 x f32 -> f32 and bf16 x bf16 -> f32 or bf16.
 void check_dtypes(DType a, DType b, DType c, const char* what) {
@@ -127,31 +118,15 @@ void reduce_bias_grad(TensorView dy_NO, TensorView db_O) {
 
 template <GemmLibrary library>
 void gemm_with(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
-  check_matrix(a, "gemm a");
-  check_matrix(b, "gemm b");
-  check_matrix(c, "gemm c");
+  const auto [a_MK, b_KN] = check_gemm_args(p, a, b, c);
   check_dtypes(a.dtype(), b.dtype(), c.dtype(), "gemm");
-  const TensorView a_MK = p.trans_a == Transpose::yes ? a.transpose(0, 1) : a;
-  const TensorView b_KN = p.trans_b == Transpose::yes ? b.transpose(0, 1) : b;
-  check_shape(b_KN, {a_MK.size(1), c.size(1)}, "gemm op(b)");
-  check_shape(c, {a_MK.size(0), b_KN.size(1)}, "gemm c");
   matmul<library>(a_MK, b_KN, c, float(p.alpha), float(p.beta));
 }
 
 template <GemmLibrary library>
 void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
-  check_matrix(x_NI, "linear x_NI");
-  check_matrix(w_OI, "linear w_OI");
-  check_matrix(y_NO, "linear y_NO");
-  const int64_t N = x_NI.size(0), I = x_NI.size(1), O = w_OI.size(0);
-  check_shape(w_OI, {O, I}, "linear w_OI");
-  check_shape(y_NO, {N, O}, "linear y_NO");
+  check_linear_forward_args(x_NI, w_OI, b_O, y_NO);
   check_dtypes(x_NI.dtype(), w_OI.dtype(), y_NO.dtype(), "linear_forward");
-  check_dtype(y_NO, x_NI.dtype(), "linear y_NO");
-  if (!b_O.empty()) {
-    check_vector(b_O, O, "linear b_O");
-    check_dtype(b_O, x_NI.dtype(), "linear b_O");
-  }
   const TensorView w_IO = w_OI.transpose(0, 1);
   if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
     onednn_matmul(x_NI, w_IO, y_NO, 1.0f, {.bias_N = b_O});  // bias added in f32 before rounding
@@ -165,17 +140,8 @@ void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, Tenso
 
 template <GemmLibrary library>
 void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) {
-  check_matrix(x_NI, "linear x_NI");
-  check_matrix(w_OI, "linear w_OI");
-  check_matrix(y_NO, "linear y_NO");
-  check_matrix(resid_NO, "linear resid_NO");
-  check_shape(w_OI, {y_NO.size(1), x_NI.size(1)}, "linear w_OI");
-  check_shape(y_NO, {x_NI.size(0), w_OI.size(0)}, "linear y_NO");
-  check_shape(resid_NO, y_NO.shape(), "linear resid_NO");
+  check_linear_residual_forward_args(x_NI, w_OI, resid_NO, y_NO);
   check_dtypes(x_NI.dtype(), w_OI.dtype(), y_NO.dtype(), "linear_residual_forward");
-  check_dtype(y_NO, x_NI.dtype(), "linear y_NO");
-  check_dtype(resid_NO, x_NI.dtype(), "linear resid_NO");
-  RF_CHECK(resid_NO.raw() != y_NO.raw(), "linear_residual_forward: resid_NO and y_NO must not alias");
   const TensorView w_IO = w_OI.transpose(0, 1);
   if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
     onednn_matmul(x_NI, w_IO, y_NO, 1.0f, {.addend_MN = resid_NO});
@@ -187,30 +153,15 @@ void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView r
 
 template <GemmLibrary library>
 void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
-  check_matrix(dy_NO, "linear dy_NO");
-  check_matrix(w_OI, "linear w_OI");
-  check_matrix(dx_NI, "linear dx_NI");
-  check_shape(w_OI, {dy_NO.size(1), dx_NI.size(1)}, "linear w_OI");
-  check_shape(dx_NI, {dy_NO.size(0), w_OI.size(1)}, "linear dx_NI");
+  check_linear_dgrad_args(dy_NO, w_OI, dx_NI);
   check_dtypes(dy_NO.dtype(), w_OI.dtype(), dx_NI.dtype(), "linear_dgrad");
-  check_dtype(dx_NI, dy_NO.dtype(), "linear dx_NI");
   matmul<library>(dy_NO, w_OI, dx_NI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
 }
 
 template <GemmLibrary library>
 void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
-  check_matrix(dy_NO, "linear dy_NO");
-  check_matrix(x_NI, "linear x_NI");
-  check_matrix(dw_OI, "linear dw_OI");
-  const int64_t N = dy_NO.size(0), O = dy_NO.size(1);
-  check_shape(x_NI, {N, x_NI.size(1)}, "linear x_NI");
-  check_shape(dw_OI, {O, x_NI.size(1)}, "linear dw_OI");
+  check_linear_wgrad_args(dy_NO, x_NI, dw_OI, db_O);
   check_dtypes(dy_NO.dtype(), x_NI.dtype(), dw_OI.dtype(), "linear_wgrad");
-  check_dtype(dw_OI, DType::f32, "linear dw_OI");
-  if (!db_O.empty()) {
-    check_vector(db_O, O, "linear db_O");
-    check_dtype(db_O, DType::f32, "linear db_O");
-  }
   matmul<library>(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, 1.0f);
   if (db_O.empty()) return;
   if (dy_NO.dtype() == DType::bf16) {
