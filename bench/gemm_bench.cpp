@@ -1,17 +1,20 @@
 // GEMM throughput of the cpu linear kernels on the matrix shapes of a small transformer (hidden
-// 512, FFN 1408, vocab 8192, 2048 tokens): f32 through OpenBLAS and bf16 through oneDNN, for the
-// forward y = x w^T and both backward GEMMs (dgrad dx = dy w, wgrad dw += dy^T x). Each line
-// gives GFLOP/s and the fraction of the GEMM peak measured in the same run (a square 2048^3
-// product); the last lines give the speed-up over the `ref` kernels on one small shape.
+// 512, FFN 1408, vocab 8192, 2048 tokens): f32 through oneDNN and through OpenBLAS (the two
+// KernelConfig::f32_gemm choices) and bf16 through oneDNN, for the forward y = x w^T and both
+// backward GEMMs (dgrad dx = dy w, wgrad dw += dy^T x). Each line gives GFLOP/s and the fraction
+// of the same library's GEMM peak measured in the same run (a square 2048^3 product); the last
+// lines give the speed-up over the `ref` kernels on one small shape.
 //   usage: OMP_NUM_THREADS=2 gemm_bench
-// Output: `gemm <pass>:<M>x<N>x<K> <dtype> <GFLOP/s> ...`, with M x N x K the GEMM's extents.
+// Output: `gemm <pass>:<M>x<N>x<K> <dtype>_<library> <GFLOP/s> ...`, M x N x K the GEMM's extents.
 // Legend: N rows (tokens), I in-features, O out-features.
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "core/philox.h"
 #include "core/stopwatch.h"
@@ -69,9 +72,13 @@ int main() {
                                 {"mlp_up", kTokens, kHidden, kFfn},
                                 {"mlp_down", kTokens, kFfn, kHidden},
                                 {"lm_head", kTokens, kHidden, kVocab}};
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    const KernelTable& table = registry.table(KernelOp::linear, dtype);
-    const char* name = rf::dtype_name(dtype).data();
+  const std::pair<DType, GemmLibrary> setups[] = {
+      {DType::f32, GemmLibrary::onednn}, {DType::f32, GemmLibrary::openblas}, {DType::bf16, GemmLibrary::onednn}};
+  for (const auto& [dtype, library] : setups) {
+    const KernelRegistry chosen(KernelConfig{.f32_gemm = library});
+    const KernelTable& table = chosen.table(KernelOp::linear, dtype);
+    const std::string label = fmt::format("{}_{}", rf::dtype_name(dtype), gemm_library_name(library));
+    const char* name = label.c_str();
     const double peak = square_gemm_gflops(table, dtype, 2048);
     std::printf("peak 2048x2048x2048 %s %.1f GFLOP/s (%s)\n", name, peak,
                 std::string(kernel_variant_name(table.variant)).c_str());

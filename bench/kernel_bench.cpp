@@ -325,9 +325,9 @@ struct Peaks {
   double f32_gflops, bf16_gflops;
 };
 
-// The GEMM peak this machine reaches: a square 2048^3 product, f32 through OpenBLAS and
-// bf16 x bf16 -> bf16 through oneDNN (the fastest cpu variant's gemm; all variants call the same
-// libraries).
+// The GEMM peak this machine reaches: a square 2048^3 product through the registry's gemm (f32 on
+// the library KernelConfig::f32_gemm picks, oneDNN by default; bf16 x bf16 -> bf16 on oneDNN; all
+// variants call the same libraries).
 Peaks measure_peaks(const KernelRegistry& registry) {
   constexpr int64_t kSize = 2048;
   const double flops = 2.0 * kSize * kSize * kSize;

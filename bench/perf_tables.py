@@ -107,15 +107,17 @@ def parse_gemm(path):
 def gemm_tables(default_paths, haswell_paths):
     default = median_of([parse_gemm(p) for p in default_paths])
     haswell = median_of([parse_gemm(p) for p in haswell_paths])
-    print("| layer | pass:M x N x K | f32, unset: GFLOP/s (% peak) | f32, Haswell: GFLOP/s (% peak) | "
-          "bf16 (oneDNN): GFLOP/s (% bf16 peak) |")
-    print("|---|---|---|---|---|")
+    print("| layer | pass:M x N x K | f32 oneDNN: GFLOP/s (% peak) | f32 OpenBLAS, unset | f32 OpenBLAS, Haswell | "
+          "bf16 oneDNN |")
+    print("|---|---|---|---|---|---|")
     for key in dict.fromkeys(k for k, _ in default if k not in ("peak", "vs_ref")):
-        d, h, b = default[(key, "f32")], haswell[(key, "f32")], default[(key, "bf16")]
-        print(f"| {d['layer']} | {key} | {d['gflops']:.0f} ({d['pct']:.0f}%) | {h['gflops']:.0f} ({h['pct']:.0f}%) | "
-              f"{b['gflops']:.0f} ({b['pct']:.0f}%) |")
-    print(f"| **peak** | 2048x2048x2048 | {default[('peak', 'f32')]['gflops']:.0f} | "
-          f"{haswell[('peak', 'f32')]['gflops']:.0f} | {default[('peak', 'bf16')]['gflops']:.0f} |")
+        cells = [default[(key, "f32_onednn")], default[(key, "f32_openblas")], haswell[(key, "f32_openblas")],
+                 default[(key, "bf16_onednn")]]
+        print(f"| {cells[0]['layer']} | {key} | " + " | ".join(f"{c['gflops']:.0f} ({c['pct']:.0f}%)" for c in cells)
+              + " |")
+    peaks = [default[("peak", "f32_onednn")], default[("peak", "f32_openblas")], haswell[("peak", "f32_openblas")],
+             default[("peak", "bf16_onednn")]]
+    print("| **peak** | 2048x2048x2048 | " + " | ".join(f"{p['gflops']:.0f}" for p in peaks) + " |")
     for dtype in ("f32", "bf16"):
         v = default[("vs_ref", dtype)]
         print(f"\nfast vs ref GEMM {v['shape']} {dtype}: {v['speedup']:.0f}x")
