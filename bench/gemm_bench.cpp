@@ -93,7 +93,7 @@ int main() {
       const Tensor y({s.N, s.O}, dtype), dx({s.N, s.I}, dtype), dw({s.O, s.I}, DType::f32);
       report("fwd", s, s.N, s.O, s.I, best_seconds([&] { table.linear_forward(x, w, Tensor().view(), y); }));
       report("dgrad", s, s.N, s.I, s.O, best_seconds([&] { table.linear_dgrad(dy, w, dx, Accumulate::overwrite); }));
-      report("wgrad", s, s.O, s.I, s.N, best_seconds([&] { table.linear_wgrad(dy, x, dw, Tensor().view()); }));
+      report("wgrad", s, s.O, s.I, s.N, best_seconds([&] { table.linear_wgrad(dy, x, dw, Tensor().view(), Accumulate::add); }));
     }
   }
 

@@ -254,7 +254,7 @@ std::vector<OpCase> make_cases(const Workload& w) {
         });
     add("linear_wgrad" + tag, flops, bytes_x + double(s.O * s.I) * 8 + bytes_y, kN, s.ref_divisor, "N",
         [&w, i](const KernelTable& t, int64_t rows) {
-          t.linear_wgrad(head(w.lin_dy[i], rows), head(w.lin_x[i], rows), w.lin_dw[i], TensorView());
+          t.linear_wgrad(head(w.lin_dy[i], rows), head(w.lin_x[i], rows), w.lin_dw[i], TensorView(), Accumulate::add);
         });
   }
 

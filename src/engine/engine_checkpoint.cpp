@@ -49,6 +49,7 @@ void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, co
   }
   sync_compute_weights();
   grads_.zero();
+  grads_zeroed_ = true;
 }
 
 }  // namespace rf::engine

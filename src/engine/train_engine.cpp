@@ -95,7 +95,10 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
       if (!out.entropy_N.empty()) outputs.set("entropy", clone(out.entropy_N, DType::f32));
       result.outputs.push_back(std::move(outputs));
     } else {
-      model_->backward(dlogp_N, dentropy_N);
+      // The first backward after the gradients were zeroed writes the linear weights' gradients
+      // instead of adding them (the same values, without reading the zeros).
+      model_->backward(dlogp_N, dentropy_N, grads_zeroed_ ? kernels::Accumulate::overwrite : kernels::Accumulate::add);
+      grads_zeroed_ = false;
     }
   }
   return result;
@@ -104,6 +107,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
 double TrainEngine::optimizer_step() {
   const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
   grads_.zero();
+  grads_zeroed_ = true;
   return grad_norm;
 }
 

@@ -92,6 +92,7 @@ class TrainEngine {
   model::ParamStore master_;
   std::optional<model::ParamStore> compute_copy_;  // bf16 weights the model reads
   model::GradBuffer grads_;
+  bool grads_zeroed_ = true;  // no backward since the GradBuffer was last zeroed (it starts zeroed)
   std::unique_ptr<model::CausalLm> model_;
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;

@@ -57,8 +57,8 @@ class KernelRegistry {
   void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) const {
     table(KernelOp::linear, dy_NO.dtype()).linear_dgrad(dy_NO, w_OI, dx_NI, mode);
   }
-  void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) const {
-    table(KernelOp::linear, dy_NO.dtype()).linear_wgrad(dy_NO, x_NI, dw_OI, db_O);
+  void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) const {
+    table(KernelOp::linear, dy_NO.dtype()).linear_wgrad(dy_NO, x_NI, dw_OI, db_O, mode);
   }
   void rmsnorm_forward(const RmsNormParams& p, TensorView x_NC, TensorView w_C, TensorView y_NC,
                        RmsNormSaved& saved) const {

@@ -37,8 +37,11 @@ using LinearResidualForwardFn = LinearResidualForward*;
 // dx_NI (= or +=) dy_NO * w_OI.
 using LinearDgrad = void(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode);
 using LinearDgradFn = LinearDgrad*;
-// dw_OI += dy_NO^T * x_NI; db_O += sum over N of dy_NO (when db_O is not empty).
-using LinearWgrad = void(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O);
+// dw_OI (= or +=, mode) dy_NO^T * x_NI; db_O likewise with the sum over N of dy_NO (when db_O is not
+// empty). Overwriting serves the first micro-batch after the gradients were zeroed: the GEMM then
+// neither reads dw nor needs a separate zeroing pass (oneDNN's accumulate, a `sum` post-op, costs
+// 5-10% on these transposed-operand shapes).
+using LinearWgrad = void(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode);
 using LinearWgradFn = LinearWgrad*;
 
 }  // namespace rf::kernels

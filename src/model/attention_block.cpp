@@ -124,7 +124,7 @@ void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, 
   TensorView attn_NHD = rows(s.attn_NHD, N);
   TensorView dattn_NHD = rows(scratch.dattn_NHD, N);
   k.linear_dgrad(dresid_NC, w.wo_CHD, dattn_NHD.reshape({N, H_ * D_}), Accumulate::overwrite);
-  k.linear_wgrad(dresid_NC, attn_NHD.reshape({N, H_ * D_}), g.wo_CHD, TensorView());
+  k.linear_wgrad(dresid_NC, attn_NHD.reshape({N, H_ * D_}), g.wo_CHD, TensorView(), ctx.linear_weight_grads);
 
   TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
   TensorView dq_NHD = rows(scratch.dq_NHD, N), dk_NKD = rows(scratch.dk_NKD, N), dv_NKD = rows(scratch.dv_NKD, N);
@@ -155,9 +155,9 @@ void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, 
   k.linear_dgrad(dq_2d, w.wq_HDC, dxn_NC, Accumulate::overwrite);
   k.linear_dgrad(dk_2d, w.wk_KDC, dxn_NC, Accumulate::add);
   k.linear_dgrad(dv_2d, w.wv_KDC, dxn_NC, Accumulate::add);
-  k.linear_wgrad(dq_2d, xn_NC, g.wq_HDC, g.bq_HD);
-  k.linear_wgrad(dk_2d, xn_NC, g.wk_KDC, g.bk_KD);
-  k.linear_wgrad(dv_2d, xn_NC, g.wv_KDC, g.bv_KD);
+  k.linear_wgrad(dq_2d, xn_NC, g.wq_HDC, g.bq_HD, ctx.linear_weight_grads);
+  k.linear_wgrad(dk_2d, xn_NC, g.wk_KDC, g.bk_KD, ctx.linear_weight_grads);
+  k.linear_wgrad(dv_2d, xn_NC, g.wv_KDC, g.bv_KD, ctx.linear_weight_grads);
   dist::TpCopy::backward(ctx.parallel.tp(), dxn_NC);
 
   const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};

@@ -115,7 +115,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
                       rows(head_saved_.logits_NV, N)};
 }
 
-void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N) {
+void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accumulate linear_weight_grads) {
   RF_CHECK(grads_ != nullptr, "backward on a model built without a GradBuffer");
   RF_CHECK(forward_done_, "backward without a forward");
   const ModelInputs& in = inputs_;
@@ -127,7 +127,8 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N) {
     check_shape(dentropy_N, Shape{N}, "dentropy_N");
     check_dtype(dentropy_N, stat, "dentropy_N");
   }
-  const LayerContext ctx = context();
+  LayerContext ctx = context();
+  ctx.linear_weight_grads = linear_weight_grads;
   const BatchShape shape{in.batch, in.seq_len, in.positions_N, in.cu_seqlens};
   TensorView dresid_NC = rows(dresid_NC_, N);
 

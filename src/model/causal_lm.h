@@ -36,12 +36,15 @@ class CausalLm {
   // The inputs' views must stay alive until backward has run.
   ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute);
   // Adds dL/dparams into the GradBuffer. dlogp_N (and dentropy_N unless empty) in the stat dtype
-  // (f64 for an f64 model, else f32).
-  void backward(TensorView dlogp_N, TensorView dentropy_N);
+  // (f64 for an f64 model, else f32). With linear_weight_grads = overwrite, the linear layers'
+  // weight (and bias) gradients are written instead of added: only for the first backward after the
+  // GradBuffer was zeroed, where both give the same values (see LayerContext).
+  void backward(TensorView dlogp_N, TensorView dentropy_N,
+                kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
 
  private:
   void validate(const ModelInputs& inputs) const;
-  LayerContext context() const { return LayerContext{kernels_, parallel_}; }
+  LayerContext context() const { return LayerContext{kernels_, parallel_, kernels::Accumulate::add}; }
 
   ModelConfig config_;
   const ParamStore& params_;

@@ -1,5 +1,5 @@
 // What every layer's forward/backward needs besides its own weights: the kernels, the role's
-// parallel groups, and the shape of the current micro-batch.
+// parallel groups, how backward writes weight gradients, and the shape of the current micro-batch.
 // Legend: B rows, T tokens per row, N = B*T tokens.
 #pragma once
 
@@ -13,6 +13,11 @@ namespace rf::model {
 struct LayerContext {
   const kernels::KernelRegistry& kernels;
   dist::ParallelContext& parallel;
+  // How linear layers' weight gradients join the GradBuffer: += (accumulating micro-batches), or =
+  // for the first backward after the buffer was zeroed (every linear weight gets exactly one wgrad
+  // per backward, so overwriting is exact and skips reading the zeros). Norm and embedding
+  // gradients always +=: a tied embedding's head wgrad runs before its embedding backward.
+  kernels::Accumulate linear_weight_grads = kernels::Accumulate::add;
 };
 
 struct BatchShape {

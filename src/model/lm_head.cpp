@@ -52,7 +52,7 @@ void LmHead::backward(const LayerContext& ctx, int64_t N, const LmHeadParams& w,
                      dentropy_N.empty() ? TensorView() : rows(s.entropy_N, N), dlogp_N, dentropy_N, dlogits_NV);
   TensorView xf_NC = rows(s.xf_NC, N), dxf_NC = rows(scratch.dxf_NC, N);
   k.linear_dgrad(dlogits_NV, w.w_VC, dxf_NC, kernels::Accumulate::overwrite);
-  k.linear_wgrad(dlogits_NV, xf_NC, g.w_VC, TensorView());
+  k.linear_wgrad(dlogits_NV, xf_NC, g.w_VC, TensorView(), ctx.linear_weight_grads);
   const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
   k.rmsnorm_backward({eps_}, dxf_NC, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C,
                      kernels::Accumulate::overwrite);

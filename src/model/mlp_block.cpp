@@ -67,7 +67,7 @@ void MlpBlock::backward(const LayerContext& ctx, int64_t N, const MlpParams& w, 
   dist::TpReduce::backward(ctx.parallel.tp(), dresid_NC);
   TensorView dact_NF = rows(scratch.dact_NF, N);
   k.linear_dgrad(dresid_NC, w.wd_CF, dact_NF, Accumulate::overwrite);
-  k.linear_wgrad(dresid_NC, rows(s.act_NF, N), g.wd_CF, TensorView());
+  k.linear_wgrad(dresid_NC, rows(s.act_NF, N), g.wd_CF, TensorView(), ctx.linear_weight_grads);
 
   TensorView gate_NF = rows(s.gate_NF, N), up_NF = rows(s.up_NF, N);
   TensorView dgate_NF = rows(scratch.dgate_NF, N), dup_NF = rows(scratch.dup_NF, N);
@@ -76,8 +76,8 @@ void MlpBlock::backward(const LayerContext& ctx, int64_t N, const MlpParams& w, 
   TensorView xn_NC = rows(s.xn_NC, N), dxn_NC = rows(scratch.dxn_NC, N);
   k.linear_dgrad(dgate_NF, w.wg_FC, dxn_NC, Accumulate::overwrite);
   k.linear_dgrad(dup_NF, w.wu_FC, dxn_NC, Accumulate::add);
-  k.linear_wgrad(dgate_NF, xn_NC, g.wg_FC, TensorView());
-  k.linear_wgrad(dup_NF, xn_NC, g.wu_FC, TensorView());
+  k.linear_wgrad(dgate_NF, xn_NC, g.wg_FC, TensorView(), ctx.linear_weight_grads);
+  k.linear_wgrad(dup_NF, xn_NC, g.wu_FC, TensorView(), ctx.linear_weight_grads);
   dist::TpCopy::backward(ctx.parallel.tp(), dxn_NC);
 
   const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};

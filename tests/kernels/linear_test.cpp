@@ -136,7 +136,7 @@ TEST(LinearKernels, RefBackwardMatchesFiniteDifferences) {
   // wgrad adds to what is there: start from non-zero values and take the difference.
   const Tensor dw0 = random_tensor({O, I}, DType::f64, 5), db0 = random_tensor({O}, DType::f64, 6);
   const Tensor dw = clone(dw0, DType::f64), db = clone(db0, DType::f64);
-  ref::table().linear_wgrad(r, x, dw, db);
+  ref::table().linear_wgrad(r, x, dw, db, Accumulate::add);
   for (int64_t i = 0; i < dw.numel(); ++i) dw.data<double>()[i] -= dw0.data<double>()[i];
   for (int64_t i = 0; i < db.numel(); ++i) db.data<double>()[i] -= db0.data<double>()[i];
   rf::testing::expect_gradient_matches_fd(loss, x, dx, "dx");
@@ -283,31 +283,41 @@ TEST(LinearKernels, LinearDgradMatchesRefInBothModes) {
   }
 }
 
-TEST(LinearKernels, LinearWgradAccumulatesLikeRef) {
+// Parameter grads are f32 and either `+=` (accumulate onto non-zero values) or `=` (overwrite: the
+// old values, NaN here, must not be read).
+TEST(LinearKernels, LinearWgradAccumulatesOrOverwritesLikeRef) {
   const std::vector<const KernelTable*> tables = fast_tables();
   uint64_t seed = 400;
   for (const LinearShape& s : kLinearShapes) {
     for (DType dtype : kFastDTypes) {
-      for (bool with_bias : {false, true}) {
-        const Tensor dy = random_tensor({s.N, s.O}, dtype, ++seed), x = random_tensor({s.N, s.I}, dtype, ++seed);
-        // Parameter grads are f32 and `+=`: start from non-zero values.
-        const Tensor dw0 = random_tensor({s.O, s.I}, DType::f32, ++seed);
-        const Tensor db0 = random_tensor({s.O}, DType::f32, ++seed);
-        const GuardedTensor dw_expected = guarded_copy(dw0, Layout::contiguous);
-        const GuardedTensor db_expected = guarded_copy(db0, Layout::contiguous);
-        ref::table().linear_wgrad(dy, x, dw_expected, with_bias ? db_expected.view() : TensorView());
-        const Tolerance tol = tolerance(DType::f32, s.N);
-        for (const KernelTable* table : tables) {
-          for (Layout layout : kLayouts) {
-            const std::string what = fmt::format("{} linear_wgrad N={} I={} O={} {} bias={} {}", name(table), s.N,
-                                                 s.I, s.O, dtype_name(dtype), with_bias, name(layout));
-            const GuardedTensor dy_g = guarded_copy(dy, layout), x_g = guarded_copy(x, layout);
-            const GuardedTensor dw = guarded_copy(dw0, layout), db = guarded_copy(db0, layout);
-            table->linear_wgrad(dy_g, x_g, dw, with_bias ? db.view() : TensorView());
-            expect_close(dw, dw_expected, tol.rtol, tol.atol, what + " dw");
-            dw.expect_sentinels_intact(what + " dw");
-            expect_close(db, with_bias ? db_expected.view() : db0.view(), tol.rtol, tol.atol, what + " db");
-            db.expect_sentinels_intact(what + " db");
+      for (Accumulate mode : {Accumulate::add, Accumulate::overwrite}) {
+        for (bool with_bias : {false, true}) {
+          const Tensor dy = random_tensor({s.N, s.O}, dtype, ++seed), x = random_tensor({s.N, s.I}, dtype, ++seed);
+          const Tensor dw0 = random_tensor({s.O, s.I}, DType::f32, ++seed);
+          const Tensor db0 = random_tensor({s.O}, DType::f32, ++seed);
+          const bool add = mode == Accumulate::add;
+          const GuardedTensor dw_expected =
+              output_buffer(add ? dw0.view() : TensorView(), {s.O, s.I}, DType::f32, Layout::contiguous);
+          const GuardedTensor db_expected =
+              output_buffer(add ? db0.view() : TensorView(), {s.O}, DType::f32, Layout::contiguous);
+          ref::table().linear_wgrad(dy, x, dw_expected, with_bias ? db_expected.view() : TensorView(), mode);
+          const Tolerance tol = tolerance(DType::f32, s.N);
+          for (const KernelTable* table : tables) {
+            for (Layout layout : kLayouts) {
+              const std::string what =
+                  fmt::format("{} linear_wgrad N={} I={} O={} {} bias={} {} {}", name(table), s.N, s.I, s.O,
+                              dtype_name(dtype), with_bias, add ? "+=" : "=", name(layout));
+              const GuardedTensor dy_g = guarded_copy(dy, layout), x_g = guarded_copy(x, layout);
+              const GuardedTensor dw = output_buffer(add ? dw0.view() : TensorView(), {s.O, s.I}, DType::f32, layout);
+              const GuardedTensor db = guarded_copy(db0, layout);
+              if (!add && with_bias) fill(db, kNaN);
+              table->linear_wgrad(dy_g, x_g, dw, with_bias ? db.view() : TensorView(), mode);
+              expect_close(dw, dw_expected, tol.rtol, tol.atol, what + " dw");
+              dw.expect_sentinels_intact(what + " dw");
+              if (with_bias) expect_close(db, db_expected, tol.rtol, tol.atol, what + " db");
+              if (!with_bias) expect_close(db, db0, 0, 0, what + " db untouched without a bias");
+              db.expect_sentinels_intact(what + " db");
+            }
           }
         }
       }
@@ -321,7 +331,7 @@ TEST(LinearKernels, RejectMismatchedShapesAndDtypes) {
   const Tensor dy({4, 2}, DType::bf16), x({4, 3}, DType::bf16), dw_bf16({2, 3}, DType::bf16);
   for (const KernelTable* table : {&ref::table(), fast_tables().back()}) {
     EXPECT_THROW(table->gemm({}, a, b, c), Error) << name(table) << ": K of a and b differ";
-    EXPECT_THROW(table->linear_wgrad(dy, x, dw_bf16, TensorView()), Error) << name(table) << ": dw must be f32";
+    EXPECT_THROW(table->linear_wgrad(dy, x, dw_bf16, TensorView(), Accumulate::add), Error) << name(table) << ": dw must be f32";
   }
   EXPECT_THROW(fast_tables().back()->gemm({}, a64, b64, c64), Error) << "f64 is ref-only";
 }

@@ -119,6 +119,28 @@ TEST(CausalLm, GradientsAccumulateOverMicroBatches) {
   EXPECT_GT(max_abs(once), 0.0);
 }
 
+// Overwriting the linear weights' gradients (the first backward after zeroing) gives exactly what
+// adding onto zeros gives, for every parameter: also for the norms and the tied embedding, whose
+// gradients keep adding.
+TEST(CausalLm, OverwritingLinearWeightGradsEqualsAddingOntoZeros) {
+  for (bool tied : {false, true}) {
+    const ModelConfig config = testing::micro_config(Arch::qwen2, tied);
+    ModelUnderTest m(config, DType::f64, ref_kernels(), 8);
+    init_params(m.params, config, 7);
+    const PackedSequences packed = pack_sequences({{1, 2, 3, 4, 5}, {6, 7, 8}});
+    const auto w = testing::random_loss_weights(packed, DType::f64, 3);
+    m.grads.zero();
+    m.model.forward(packed.inputs());
+    m.model.backward(w.a_N, w.b_N, kernels::Accumulate::add);
+    const Tensor added = clone(m.grads.flat(), DType::f64);
+    m.grads.zero();
+    m.model.forward(packed.inputs());
+    m.model.backward(w.a_N, w.b_N, kernels::Accumulate::overwrite);
+    rf::testing::expect_close(m.grads.flat(), added, 0.0, 0.0, tied ? "tied" : "untied");
+    EXPECT_GT(max_abs(added), 0.0);
+  }
+}
+
 TEST(CausalLm, RejectsBadInputsWithClearErrors) {
   const ModelConfig config = testing::micro_config(Arch::llama, true);
   ModelUnderTest m(config, DType::f64, ref_kernels(), 6);

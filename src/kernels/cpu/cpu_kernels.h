@@ -29,5 +29,5 @@ void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView r
 template <GemmLibrary library>
 void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode);
 template <GemmLibrary library>
-void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O);
+void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode);
 }  // namespace rf::kernels::RF_CPU_NS

@@ -92,11 +92,11 @@ void copy_rows(TensorView x_NO, TensorView y_NO) {
 float as_f32(float x) { return x; }
 float as_f32(bf16 x) { return std::bit_cast<float>(uint32_t(x.bits) << 16); }
 
-// db_O += sum over N of dy_NO. Columns go in blocks (one per thread at a time) whose partial sums
+// db_O (= or +=) sum over N of dy_NO. Columns go in blocks (one per thread at a time) whose partial sums
 // stay in a small f32 array across all rows: unit-stride row loads, a vectorised add, and db
 // touched once per column.
 template <class T>
-void reduce_bias_grad(TensorView dy_NO, TensorView db_O) {
+void reduce_bias_grad(TensorView dy_NO, TensorView db_O, Accumulate mode) {
   constexpr int64_t kBlock = 256;
   const T* dy = dy_NO.data<T>();
   float* db = db_O.data<float>();
@@ -110,7 +110,7 @@ void reduce_bias_grad(TensorView dy_NO, TensorView db_O) {
       const T* row = dy + n * ld + o0;
       for (int64_t j = 0; j < width; ++j) sum[j] += as_f32(row[j]);
     }
-    for (int64_t j = 0; j < width; ++j) db[o0 + j] += sum[j];
+    for (int64_t j = 0; j < width; ++j) db[o0 + j] = mode == Accumulate::add ? db[o0 + j] + sum[j] : sum[j];
   }
 }
 
@@ -159,15 +159,15 @@ void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accu
 }
 
 template <GemmLibrary library>
-void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
+void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) {
   check_linear_wgrad_args(dy_NO, x_NI, dw_OI, db_O);
   check_dtypes(dy_NO.dtype(), x_NI.dtype(), dw_OI.dtype(), "linear_wgrad");
-  matmul<library>(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, 1.0f);
+  matmul<library>(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
   if (db_O.empty()) return;
   if (dy_NO.dtype() == DType::bf16) {
-    reduce_bias_grad<bf16>(dy_NO, db_O);
+    reduce_bias_grad<bf16>(dy_NO, db_O, mode);
   } else {
-    reduce_bias_grad<float>(dy_NO, db_O);
+    reduce_bias_grad<float>(dy_NO, db_O, mode);
   }
 }
 
@@ -189,8 +189,8 @@ void linear_residual_forward(TensorView x_NI, TensorView w_OI, TensorView resid_
 void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
   linear_dgrad_with<GemmLibrary::onednn>(dy_NO, w_OI, dx_NI, mode);
 }
-void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
-  linear_wgrad_with<GemmLibrary::onednn>(dy_NO, x_NI, dw_OI, db_O);
+void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) {
+  linear_wgrad_with<GemmLibrary::onednn>(dy_NO, x_NI, dw_OI, db_O, mode);
 }
 
 }  // namespace rf::kernels::RF_CPU_NS

@@ -61,13 +61,13 @@ void matmul(TensorView a_MK, TensorView b_KN, TensorView bias_N, TensorView c_MN
            dtype_name(out));
 }
 
-// db_O += sum over N of dy_NO.
-void reduce_bias_grad(TensorView dy_NO, TensorView db_O) {
+// db_O (= or +=) sum over N of dy_NO.
+void reduce_bias_grad(TensorView dy_NO, TensorView db_O, Accumulate mode) {
   for (int64_t o = 0; o < dy_NO.size(1); ++o) {
     double acc = 0;
     for (int64_t n = 0; n < dy_NO.size(0); ++n) acc += load_f64(dy_NO, n * dy_NO.stride(0) + o);
     const int64_t at = o * db_O.stride(0);
-    store_f64(db_O, at, load_f64(db_O, at) + acc);
+    store_f64(db_O, at, mode == Accumulate::add ? load_f64(db_O, at) + acc : acc);
   }
 }
 
@@ -94,10 +94,10 @@ void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulat
   matmul(dy_NO, w_OI, TensorView(), dx_NI, 1.0, mode == Accumulate::add ? 1.0 : 0.0);
 }
 
-void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O) {
+void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) {
   check_linear_wgrad_args(dy_NO, x_NI, dw_OI, db_O);
-  matmul(dy_NO.transpose(0, 1), x_NI, TensorView(), dw_OI, 1.0, 1.0);
-  if (!db_O.empty()) reduce_bias_grad(dy_NO, db_O);
+  matmul(dy_NO.transpose(0, 1), x_NI, TensorView(), dw_OI, 1.0, mode == Accumulate::add ? 1.0 : 0.0);
+  if (!db_O.empty()) reduce_bias_grad(dy_NO, db_O, mode);
 }
 
 }  // namespace rf::kernels::ref
