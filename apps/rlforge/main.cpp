@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
       {"info", rf::apps::add_info_command(app)},
       {"sft", rf::apps::add_sft_command(app)},
       {"config-docs", rf::apps::add_config_docs_command(app)},
+      {"tokenize", rf::apps::add_tokenize_command(app)},
   };
   try {
     app.parse(argc, argv);

@@ -67,7 +67,7 @@ std::string alphabet_from_tokenizer_json(const nlohmann::json& j, const std::str
     const nlohmann::json actual = j.contains(field) ? j.at(field) : nlohmann::json();
     if (actual != expected)
       throw IoError(path, fmt::format("{} is {}, expected {}: only the built-in character tokenizer format is "
-                                      "supported until the Hugging Face tokenizer lands",
+                                      "supported here (byte-level BPE files load with BpeTokenizer)",
                                       field, actual.dump(), expected.dump()));
   };
   if (!j.is_object()) throw IoError(path, "not a JSON object");
@@ -79,7 +79,7 @@ std::string alphabet_from_tokenizer_json(const nlohmann::json& j, const std::str
   if (!model.is_object() || model.value("type", nlohmann::json()) != "WordLevel" ||
       !model.contains("vocab") || !model.at("vocab").is_object())
     throw IoError(path, fmt::format("model {} is not a WordLevel model with a vocab: only the built-in character "
-                                    "tokenizer format is supported until the Hugging Face tokenizer lands",
+                                    "tokenizer format is supported here (byte-level BPE files load with BpeTokenizer)",
                                     model.is_object() ? model.value("type", nlohmann::json()).dump() : model.dump()));
   const nlohmann::json& vocab = model.at("vocab");
   std::vector<std::string> token_of_id(vocab.size());
@@ -121,7 +121,7 @@ CharTokenizer::CharTokenizer(std::string alphabet) : alphabet_(std::move(alphabe
 
 CharTokenizer CharTokenizer::for_task(const std::string& task_name) { return CharTokenizer(task_alphabet(task_name)); }
 
-std::vector<int64_t> CharTokenizer::encode(std::string_view text) const {
+std::vector<int64_t> CharTokenizer::encode(std::string_view text, AddSpecialTokens /*add_special_tokens*/) const {
   std::vector<int64_t> ids;
   ids.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {

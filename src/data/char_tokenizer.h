@@ -6,7 +6,7 @@
 // the specials as added tokens, and a Fuse decoder (pieces joined without spaces). No post-processor:
 // like encode() here, Hugging Face's encode() then adds no bos/eos. Its unk_token "<unk>" is
 // deliberately absent from the vocabulary, so an unknown character is an error there as it is here.
-// Not here: other tokenizer.json kinds (byte-level BPE arrives with the Hugging Face tokenizer).
+// Not here: other tokenizer.json kinds (byte-level BPE: bpe_tokenizer.h).
 #pragma once
 
 #include <array>
@@ -39,7 +39,9 @@ class CharTokenizer final : public Tokenizer {
 
   const std::string& alphabet() const { return alphabet_; }
 
-  std::vector<int64_t> encode(std::string_view text) const override;
+  using Tokenizer::encode;
+  // `add_special_tokens` changes nothing: the Hugging Face files save() writes have no post-processor.
+  std::vector<int64_t> encode(std::string_view text, AddSpecialTokens add_special_tokens) const override;
   std::string decode(std::span<const int64_t> ids, SpecialTokens specials) const override;
   int64_t vocab_size() const override { return kNumSpecialTokens + int64_t(alphabet_.size()); }
   std::optional<int64_t> bos_id() const override { return kBosId; }

@@ -218,7 +218,7 @@ TEST_F(TokenizerFolder, LoadRejectsOtherTokenizerKinds) {
       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
       "post_processor": null, "decoder": {"type": "ByteLevel"},
       "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
-  expect_load_error("only the built-in character tokenizer format is supported until the Hugging Face tokenizer");
+  expect_load_error("only the built-in character tokenizer format is supported here");
   expect_load_error("ByteLevel");
 }
 

@@ -27,7 +27,10 @@ class TokenizerWithout final : public Tokenizer {
  public:
   enum class Missing : uint8_t { bos, eos };
   explicit TokenizerWithout(Missing missing) : missing_(missing) {}
-  std::vector<int64_t> encode(std::string_view text) const override { return inner_.encode(text); }
+  using Tokenizer::encode;
+  std::vector<int64_t> encode(std::string_view text, AddSpecialTokens add) const override {
+    return inner_.encode(text, add);
+  }
   std::string decode(std::span<const int64_t> ids, SpecialTokens specials) const override {
     return inner_.decode(ids, specials);
   }
