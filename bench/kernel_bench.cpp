@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "core/philox.h"
 #include "core/stopwatch.h"
 #include "core/tensor.h"
@@ -360,17 +361,10 @@ void report(const OpCase& c, DType dtype, KernelVariant variant, double seconds,
   std::fflush(stdout);
 }
 
-// The --threads value (0: one per core), or -1 on a malformed command line.
-int parse_threads(int argc, char** argv) {
-  if (argc == 1) return 0;
-  if (argc == 3 && std::strcmp(argv[1], "--threads") == 0) return std::max(0, std::atoi(argv[2]));
-  return -1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = parse_threads(argc, argv);
+  const int threads = rf::bench::parse_threads(argc, argv);
   if (threads < 0) {
     std::fprintf(stderr, "usage: kernel_bench [--threads N]   (N = 0: one thread per core)\n");
     return 2;

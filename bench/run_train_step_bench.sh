@@ -13,6 +13,10 @@
 #   RESULT train_step/<config>/<dtype>/coretype=<c> ours=<tok/s> baseline=<tok/s> ratio=<ours/baseline>
 #   MFU train_step/<config>/<dtype>/coretype=<c> ours=<mfu> baseline=<mfu> peak_gflops=<p>
 #   BASELINE train_step/<config>/<dtype>/coretype=<c> threads1=<tok/s> threads2=<tok/s> attention=<kind>
+# and, last, attention alone (attention_bench: the fused kernel against `ref` and as % of the GEMM
+# peak, f32 and bf16, forward and backward, one document per row and packed rows; it calls no BLAS,
+# so it runs once):
+#   RESULT attention <fwd|bwd> <dtype> <packed|unpacked> ... fused_ms=.. ref_ms=.. ratio_vs_ref=.. %gemm_peak=..
 # Before each case the script waits (up to QUIET_WAIT_S) until the 1-minute load is below 1.5 and
 # nothing else is runnable for 3 s, and prints the load it started at: a 2-thread OpenMP run sharing
 # a core with another process slows down several-fold, which would make the ratio meaningless.
@@ -24,16 +28,19 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$repo/build/release}
 ours_bin=$build/bench/train_step_bench
+attention_bin=$build/bench/attention_bench
 torch_script=$repo/bench/torch_train_step.py
 python=/usr/bin/python3
 large_steps=${LARGE_STEPS:-5}
 tiny_steps=${TINY_STEPS:-10}
 env_coretype=${OPENBLAS_CORETYPE:-Haswell}
 
-if [[ ! -x $ours_bin ]]; then
-  echo "run_train_step_bench: $ours_bin not found; build it: ninja -C $build train_step_bench" >&2
-  exit 1
-fi
+for bin in "$ours_bin" "$attention_bin"; do
+  if [[ ! -x $bin ]]; then
+    echo "run_train_step_bench: $bin not found; build it: ninja -C $build train_step_bench attention_bench" >&2
+    exit 1
+  fi
+done
 if ! "$python" -c "import torch" 2>/dev/null; then
   echo "# installing python3-torch (the PyTorch baseline)"
   apt-get install -y python3-torch >/dev/null
@@ -79,3 +86,7 @@ for coretype in "$env_coretype" native; do
   run_case large bf16 "$large_steps" "$coretype"
   run_case tiny f32 "$tiny_steps" "$coretype"
 done
+
+wait_for_quiet_machine
+echo "# attention: load $(cut -d' ' -f1-4 /proc/loadavg)"
+OMP_NUM_THREADS=2 "$attention_bin" | grep '^RESULT attention'

@@ -1,7 +1,10 @@
 // Causal GQA attention: the ref kernel against hand-derivable cases and finite differences (f64),
-// every cpu variant this machine runs against the ref (f32 and bf16; GQA, MHA, MQA, odd D, T=1,
-// packed documents, q/k/v sliced from a fused qkv buffer, padded outputs with sentinels), packed
-// attention against per-document runs, thread-count independence, and argument errors.
+// every cpu variant this machine runs against the ref (f32 and bf16; GQA, MHA, MQA, group sizes up to
+// 8, D from 1 to 128, T=1 and T on both sides of the cpu kernel's 64-key / 64-query / 16-lane tile
+// edges, packed documents of length 0, 1 and several tiles, q/k/v sliced from a fused qkv buffer,
+// padded outputs with sentinels, the backward with and without its key split), packed attention
+// against per-document runs (of the same kernel, and of the ref), thread-count independence, and
+// argument errors.
 // Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
 #include <omp.h>
 
@@ -33,18 +36,36 @@ struct AttentionCase {
   double softmax_scale = 0.0;
 };
 
+// The cpu kernel tiles keys by 64 and takes the (query, head) rows of a kv head's group in panels of
+// 64 lanes, padded to 16; when B*K < 8 it splits each row into chunks of 64-key blocks ("split": the
+// backward's chunks add dQ into private buffers summed at the end), else a task owns a whole row
+// ("owned").
 const std::vector<AttentionCase>& conformance_cases() {
   static const std::vector<AttentionCase> kCases = {
       {"T1", 1, 1, 1, 1, 4, {}},
+      {"T1_group8_d7", 2, 1, 8, 1, 7, {}},
       {"gqa", 2, 7, 6, 2, 5, {}},
       {"gqa_strided", 2, 7, 6, 2, 5, {}, Layout::strided},
       {"mha_strided_scale", 2, 9, 3, 3, 8, {}, Layout::strided, 0.3},
       {"mqa_two_blocks", 1, 37, 4, 1, 16, {}},
       {"odd_d", 1, 11, 2, 1, 13, {}, Layout::strided},
+      {"d1_group2", 2, 20, 4, 2, 1, {}},
+      {"d7_group4", 1, 33, 8, 2, 7, {}, Layout::strided},
+      {"d64_T63", 1, 63, 2, 2, 64, {}},
+      {"d64_T64_group2", 1, 64, 4, 2, 64, {}},
+      {"d80_T65", 1, 65, 2, 1, 80, {}, Layout::strided},
+      {"d128_T66_group2", 1, 66, 2, 1, 128, {}},
+      {"group8_T129", 1, 129, 8, 1, 16, {}},
+      {"mha_T127_split", 2, 127, 2, 2, 24, {}},
+      {"gqa_T130_owned", 4, 130, 4, 2, 9, {}, Layout::strided},
+      {"mqa_T200_split4", 1, 200, 2, 1, 20, {}, Layout::strided, 0.15},
       {"packed_one_row", 1, 13, 4, 2, 6, {0, 4, 5, 13}, Layout::strided},
       {"packed_per_row", 2, 6, 2, 1, 5, {0, 2, 6, 9, 12}},
       {"packed_empty_doc", 2, 6, 4, 4, 3, {0, 3, 3, 6, 12, 12}, Layout::strided},
       {"packed_across_blocks", 1, 70, 4, 2, 7, {0, 30, 31, 66, 70}, Layout::strided},
+      // Documents of length 0 and 1, and of several key tiles, on both sides of the tile edges.
+      {"packed_many_split", 2, 150, 4, 2, 12, {0, 1, 1, 2, 66, 67, 150, 150, 151, 220, 221, 221, 300}, Layout::strided},
+      {"packed_many_owned", 4, 90, 2, 2, 8, {0, 1, 65, 66, 90, 90, 154, 155, 180, 181, 182, 270, 271, 360}},
   };
   return kCases;
 }
@@ -89,9 +110,23 @@ struct Tolerance {
   double rtol, atol;
 };
 
-// f32: both sides see the same inputs and differ only by f32 vs f64 sums. bf16: the same, and the
-// outputs are rounded to bf16 (relative step 2^-8), so they may differ by one bf16 ulp.
-Tolerance tolerance_of(DType dtype) { return dtype == DType::bf16 ? Tolerance{1e-2, 1e-4} : Tolerance{1e-5, 1e-5}; }
+double max_abs(TensorView x) { return rf::testing::max_abs_diff(x, Tensor(x.shape(), DType::f64)); }
+
+// f32: both sides see the same inputs and differ only by f32 vs f64 sums.
+// bf16: the kernel rounds P and dS to bf16 before their GEMMs (relative error 2^-9 per term) and
+// its outputs once (one bf16 ulp, 2^-8 relative). A sum of terms each off by 2^-9 is off by at most
+// 2^-9 of the sum of their magnitudes, which cancellation makes larger than the result itself: so
+// next to the elementwise rtol an absolute slack of 2^-6 of the tensor's largest element (8x the
+// per-term rounding, for sums of magnitude up to 8x that element). A masking or layout slip moves
+// elements by a sizeable fraction of that largest one and still fails.
+Tolerance tolerance_of(DType dtype, TensorView expected) {
+  return dtype == DType::bf16 ? Tolerance{1e-2, std::ldexp(max_abs(expected), -6)} : Tolerance{1e-5, 1e-5};
+}
+
+void expect_close_for(DType dtype, TensorView actual, TensorView expected, const std::string& what) {
+  const Tolerance tol = tolerance_of(dtype, expected);
+  expect_close(actual, expected, tol.rtol, tol.atol, what);
+}
 
 void check_case_against_ref(const AttentionCase& c, DType dtype) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
@@ -111,13 +146,12 @@ void check_case_against_ref(const AttentionCase& c, DType dtype) {
   const GuardedTensor dv_ref = junk_output(kv_shape, dtype, Layout::contiguous, 5);
   ref::table().attention_backward(params, in.q, in.k, in.v, out_in, lse_in, dout, dq_ref, dk_ref, dv_ref);
 
-  const Tolerance tol = tolerance_of(dtype);
   for (const KernelTable* table : fast_tables()) {
     SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
     const GuardedTensor out = junk_output(q_shape, dtype, c.layout, 6);
     const GuardedTensor lse = junk_output(lse_shape, DType::f32, c.layout, 7);
     table->attention_forward(params, in.q, in.k, in.v, out, lse);
-    expect_close(out, out_ref, tol.rtol, tol.atol, "out");
+    expect_close_for(dtype, out, out_ref, "out");
     // lse is f32 for both dtypes and computed from the same inputs.
     expect_close(lse, lse_ref, 1e-5, 1e-5, "lse");
     out.expect_sentinels_intact("out");
@@ -127,9 +161,9 @@ void check_case_against_ref(const AttentionCase& c, DType dtype) {
     const GuardedTensor dk = junk_output(kv_shape, dtype, c.layout, 9);
     const GuardedTensor dv = junk_output(kv_shape, dtype, c.layout, 10);
     table->attention_backward(params, in.q, in.k, in.v, out_in, lse_in, dout, dq, dk, dv);
-    expect_close(dq, dq_ref, tol.rtol, tol.atol, "dq");
-    expect_close(dk, dk_ref, tol.rtol, tol.atol, "dk");
-    expect_close(dv, dv_ref, tol.rtol, tol.atol, "dv");
+    expect_close_for(dtype, dq, dq_ref, "dq");
+    expect_close_for(dtype, dk, dk_ref, "dk");
+    expect_close_for(dtype, dv, dv_ref, "dv");
     dq.expect_sentinels_intact("dq");
     dk.expect_sentinels_intact("dk");
     dv.expect_sentinels_intact("dv");
@@ -232,36 +266,89 @@ TEST(AttentionCpu, PackedEqualsSeparateDocuments) {
   for (const KernelTable* table : fast_tables()) check_packed_equals_separate(*table, DType::f32, 1e-6);
 }
 
+// Every cpu variant on packed rows against the ref run on each document alone (no cu_seqlens): the
+// varlen path against the plain causal definition, forward and backward (both backwards read the
+// ref's out and lse, so only the backward is compared there).
+void check_packed_against_per_document_ref(const AttentionCase& c, DType dtype) {
+  SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
+  const QkvInputs in = make_qkv(c, dtype, 61);
+  const Tensor dout = random_tensor({c.B, c.T, c.H, c.D}, dtype, 62);
+  const Shape q_shape{c.B, c.T, c.H, c.D}, kv_shape{c.B, c.T, c.K, c.D};
+  const Tensor out_ref(q_shape, dtype), lse_ref({c.B, c.H, c.T}, DType::f32);
+  const Tensor dq_ref(q_shape, dtype), dk_ref(kv_shape, dtype), dv_ref(kv_shape, dtype);
+  for (size_t i = 0; i + 1 < c.cu_seqlens.size(); ++i) {
+    const int64_t start = c.cu_seqlens[i], length = c.cu_seqlens[i + 1] - start;
+    if (length == 0) continue;
+    const int64_t b = start / c.T, t = start % c.T;
+    auto doc = [&](const TensorView& x) { return x.slice(0, b, 1).slice(1, t, length); };
+    const TensorView lse_doc = lse_ref.view().slice(0, b, 1).slice(2, t, length);
+    ref::table().attention_forward({}, doc(in.q), doc(in.k), doc(in.v), doc(out_ref), lse_doc);
+    ref::table().attention_backward({}, doc(in.q), doc(in.k), doc(in.v), doc(out_ref), lse_doc, doc(dout), doc(dq_ref),
+                                    doc(dk_ref), doc(dv_ref));
+  }
+  for (const KernelTable* table : fast_tables()) {
+    SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
+    const Tensor out(q_shape, dtype), lse({c.B, c.H, c.T}, DType::f32);
+    const Tensor dq(q_shape, dtype), dk(kv_shape, dtype), dv(kv_shape, dtype);
+    table->attention_forward(params_of(c), in.q, in.k, in.v, out, lse);
+    table->attention_backward(params_of(c), in.q, in.k, in.v, out_ref, lse_ref, dout, dq, dk, dv);
+    expect_close_for(dtype, out, out_ref, "out");
+    expect_close(lse, lse_ref, 1e-5, 1e-5, "lse");
+    expect_close_for(dtype, dq, dq_ref, "dq");
+    expect_close_for(dtype, dk, dk_ref, "dk");
+    expect_close_for(dtype, dv, dv_ref, "dv");
+  }
+}
+
+TEST(AttentionCpu, PackedMatchesPerDocumentRef) {
+  for (const AttentionCase& c : conformance_cases()) {
+    if (c.cu_seqlens.empty()) continue;
+    check_packed_against_per_document_ref(c, DType::f32);
+    check_packed_against_per_document_ref(c, DType::bf16);
+  }
+}
+
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(a.view().raw(), b.view().raw(), a.nbytes()) == 0;
 }
 
-// MQA with packed documents: every query head writes into the same dK/dV rows, the worst case for
-// a race or an order that depends on the thread count. (Large enough for the kernel to go parallel.)
+// Forward and backward at 1, 2 and 3 threads, bit for bit. MQA with packed documents: every query
+// head writes into the same dK/dV rows, the worst case for a race or an order that depends on the
+// thread count; the backward's key split (B*K < 8, dQ summed over chunks) and its owned-dQ path
+// (B*K >= 8) both run. (Large enough for the kernel to go parallel.)
 TEST(AttentionCpu, ResultsDoNotDependOnThreadCount) {
-  const AttentionCase c{"mqa_packed", 1, 70, 4, 1, 9, {0, 33, 40, 70}};
-  const QkvInputs in = make_qkv(c, DType::f32, 51);
-  const Tensor dout = random_tensor({c.B, c.T, c.H, c.D}, DType::f32, 52);
+  const AttentionCase cases[] = {
+      {"mqa_packed_split", 1, 70, 4, 1, 9, {0, 33, 40, 70}},
+      {"mqa_packed_split4", 1, 260, 4, 1, 16, {0, 100, 101, 190, 260}},
+      {"gqa_owned", 4, 100, 4, 2, 16, {}},
+  };
   const int saved_threads = omp_get_max_threads();
-  for (const KernelTable* table : fast_tables()) {
-    SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
-    std::vector<std::vector<Tensor>> runs;  // per thread count: out, lse, dq, dk, dv
-    for (int threads : {1, 2, 3}) {
-      omp_set_num_threads(threads);
-      std::vector<Tensor> run;
-      run.emplace_back(Shape{c.B, c.T, c.H, c.D}, DType::f32);
-      run.emplace_back(Shape{c.B, c.H, c.T}, DType::f32);
-      run.emplace_back(Shape{c.B, c.T, c.H, c.D}, DType::f32);
-      run.emplace_back(Shape{c.B, c.T, c.K, c.D}, DType::f32);
-      run.emplace_back(Shape{c.B, c.T, c.K, c.D}, DType::f32);
-      table->attention_forward(params_of(c), in.q, in.k, in.v, run[0], run[1]);
-      table->attention_backward(params_of(c), in.q, in.k, in.v, run[0], run[1], dout, run[2], run[3], run[4]);
-      runs.push_back(std::move(run));
+  for (const AttentionCase& c : cases) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
+      const QkvInputs in = make_qkv(c, dtype, 51);
+      const Tensor dout = random_tensor({c.B, c.T, c.H, c.D}, dtype, 52);
+      for (const KernelTable* table : fast_tables()) {
+        SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
+        std::vector<std::vector<Tensor>> runs;  // per thread count: out, lse, dq, dk, dv
+        for (int threads : {1, 2, 3}) {
+          omp_set_num_threads(threads);
+          std::vector<Tensor> run;
+          run.emplace_back(Shape{c.B, c.T, c.H, c.D}, dtype);
+          run.emplace_back(Shape{c.B, c.H, c.T}, DType::f32);
+          run.emplace_back(Shape{c.B, c.T, c.H, c.D}, dtype);
+          run.emplace_back(Shape{c.B, c.T, c.K, c.D}, dtype);
+          run.emplace_back(Shape{c.B, c.T, c.K, c.D}, dtype);
+          table->attention_forward(params_of(c), in.q, in.k, in.v, run[0], run[1]);
+          table->attention_backward(params_of(c), in.q, in.k, in.v, run[0], run[1], dout, run[2], run[3], run[4]);
+          runs.push_back(std::move(run));
+        }
+        const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+        for (size_t r = 1; r < runs.size(); ++r)
+          for (size_t i = 0; i < runs[0].size(); ++i)
+            EXPECT_TRUE(bitwise_equal(runs[0][i], runs[r][i])) << names[i] << " differs with " << r + 1 << " threads";
+      }
     }
-    const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-    for (size_t r = 1; r < runs.size(); ++r)
-      for (size_t i = 0; i < runs[0].size(); ++i)
-        EXPECT_TRUE(bitwise_equal(runs[0][i], runs[r][i])) << names[i] << " differs with " << r + 1 << " threads";
   }
   omp_set_num_threads(saved_threads);
 }

@@ -72,7 +72,11 @@ TEST_P(FastModel, F32MatchesTheF64OracleAndBf16StaysClose) {
   for (size_t t = 0; t < entries.size(); ++t) {
     const double scale = max_abs(oracle.grads[t]);
     rf::testing::expect_close(f32.grads[t], oracle.grads[t], 1e-4, 1e-5 * scale, "f32 grad " + entries[t].name);
-    rf::testing::expect_close(bf16.grads[t], oracle.grads[t], 0.0, 0.1 * scale + 1e-6, "bf16 grad " + entries[t].name);
+    // bf16: the fused attention rounds the probabilities P and dS to bf16 before their products, as
+    // Hugging Face's eager bf16 attention and flash-attention do; through two layers of this micro
+    // model that leaves per-tensor gradient errors of up to ~12% of the tensor's largest entry
+    // (under 10% when the attention runs on `ref`, which rounds only its outputs).
+    rf::testing::expect_close(bf16.grads[t], oracle.grads[t], 0.0, 0.15 * scale + 1e-6, "bf16 grad " + entries[t].name);
   }
 }
 

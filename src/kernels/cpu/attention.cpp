@@ -1,292 +1,557 @@
-// Fast causal GQA attention on the CPU: f32 arithmetic (bf16 inputs widened on load, outputs
-// rounded to bf16), loops over contiguous f32 copies that the compiler vectorises, OpenMP over
-// independent (row, kv head, block) tasks. It keeps the ref kernel's structure (a query's full
-// score row, then its softmax) rather than tiling with an online softmax: that is the flash
-// kernel's job.
+// Fast causal GQA attention on the CPU: a tiled online-softmax kernel in the manner of
+// flash-attention 2, forward and backward, for f32 and bf16 tensors, with f32 softmax statistics
+// and accumulators. The T x T score matrix never exists: a task walks key tiles, and the backward
+// recomputes the probabilities from the saved lse.
 //
-// A task widens the keys and values it needs once: transposed (dim-major) for the dot products
-// with a query, so keys run along the vector lanes and no horizontal sums are needed, and
-// row-major where rows are summed with weights (P V, dS K).
+// Tiling. A task works on one (b, kv head) and its "query rows", the (query, head) pairs of the G
+// heads sharing the kv head (row r is query t0 + r / G of head g = r % G), so each key/value tile
+// serves the whole group. Key tiles hold kKeyBlock keys, start at multiples of it and are clipped to
+// documents, so no tile needs a document mask and only tiles on the causal diagonal a causal one.
+// Against a key tile, the query rows that see it go in panels of kPanel lanes. Score tiles are S^T:
+// keys on the rows, query rows on the vector lanes, so a row's softmax statistics (max, sum, lse,
+// delta) are per-lane values with no horizontal reductions, the query side is transposed once per
+// task, and key/value tiles are only copied, never transposed. On the diagonal the GEMMs
+// skip the masked part in 4-key x 16-lane blocks and the softmax its masked 16-lane blocks.
+// GEMM microkernels: attention_gemm.h; packing and scratch: attention_tiles.h; softmax steps:
+// attention_softmax.h.
 //
-// Every output row is written by exactly one task that sums in a fixed order, so results are
-// bitwise identical whatever the thread count:
-//  - forward and dQ: one task per (b, kv head, block of queries) covering the group's query heads;
-//  - dK, dV: one task per (b, kv head, block of keys), looping over the queries that see them.
-// Backward recomputes the probabilities from the saved lse (exp is evaluated twice, once per pass).
-// Legend: B batch, T sequence, H query heads, K kv heads, D head dim; S keys held by a task.
+// Forward, per task: Q^T packed once; for each key tile from the document start of the task's first
+// query up to its last query: S^T = K Q^T; the running max m and sum l of each query row;
+// O = diag(alpha) O + P V. Then out = O / l, rounded to the dtype once, and lse = m + log(l) (natural
+// log of the scaled scores, as the ref kernel).
+// Backward (FA2), per task, owning dK and dV of its keys: Q and dO of every query row that sees its
+// keys packed once (transposed, and as rows), lse and delta = rowsum(dO * O); for each key tile and
+// panel: S^T = K Q^T, P^T = exp(scale S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta);
+// dV += P^T dO and dK += scale dS^T Q (summed over the group's heads), dQ += scale dS K.
+//
+// Tasks and determinism: every output element is written by exactly one task, which sums in a fixed
+// order, so results are bitwise identical whatever the thread count. With B*K >= kMinTasks (the
+// training shapes) a task is a whole (b, kv): the backward task adds dQ of all its queries in a
+// private buffer. With fewer (b, kv) pairs (B = 1 with long rows) each row is split into chunks of
+// key blocks of about equal causal work, so that every thread has work: forward chunks of queries are
+// independent; backward chunks of keys each add into their own dQ buffer and a last pass sums a
+// query's chunks in chunk order. The chunk count depends on the shapes only, never on the threads.
+//
+// bf16: tiles stay bf16 and the GEMMs run on _mm512_dpbf16_ps (AVX512-BF16) with f32 accumulation;
+// P and dS are rounded to bf16 before their GEMMs, as flash-attention does on GPUs (the softmax sum and
+// dS take the unrounded P). Builds without AVX512-BF16 widen bf16 into f32 tiles and round P and dS the
+// same way. This CPU (Zen 4) has AVX512-BF16 but no AMX; an AMX tile path would be another GEMM format
+// in attention_gemm.h, with the same packing.
+//
+// Scratch, per thread and sized once per call: a task's packed query rows (forward: Q^T and O;
+// backward: Q and dO in two layouts, and dQ), O(T G D) each, plus one score tile and one key tile.
+// Not here: dropout, sliding windows, non-causal attention, f64 (the ref kernel serves f64), and a
+// split of very long rows' query side that would bound that scratch.
+// Legend: B batch, T sequence, H query heads, K kv heads, D head dim, G = H/K heads per kv head;
+// Dp = D padded to a multiple of kLaneBlock (16); P elements per GEMM word (1 for f32, 2 for bf16
+// pairs); M query rows of a task, `lanes` = M padded to kLaneBlock; c a key of a tile, L0/L a panel's
+// first lane and lanes.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention_args.h"
+#include "kernels/cpu/attention_gemm.h"
+#include "kernels/cpu/attention_softmax.h"
+#include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
 
-constexpr int64_t kQueryBlock = 32;  // queries per forward / dQ task
-constexpr int64_t kKeyBlock = 32;    // keys per dK / dV task
+#if defined(__AVX512F__)
+using F32Ops = F32x16;
+#elif defined(__AVX2__) && defined(__FMA__)
+using F32Ops = F32x8;
+#else
+using F32Ops = F32x4;
+#endif
+#if defined(__AVX512BF16__)
+using Bf16Ops = Bf16Pairs;
+#else
+using Bf16Ops = F32Ops;  // bf16 widened into f32 tiles
+#endif
+template <class E>
+using OpsFor = std::conditional_t<std::is_same_v<E, bf16>, Bf16Ops, F32Ops>;
+
+constexpr int64_t kMinTasks = 8;  // see num_chunks (kernel_bench's config has B*K = 32)
 // Below this many score multiply-adds a call runs on one thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 
 // Multiply-adds of the causal scores if each row were one document (an upper bound).
 int64_t score_work(const AttentionDims& dims) { return dims.B * dims.H * dims.T * (dims.T + 1) / 2 * dims.D; }
 
-// Row (i0, i1, i2) of a rank-4 view whose inner dim is contiguous.
+// The call's tensors and sizes.
 template <class E>
-struct Rows {
-  explicit Rows(const TensorView& x) : base(x.data<E>()), s0(x.stride(0)), s1(x.stride(1)), s2(x.stride(2)) {}
-  E* operator()(int64_t i0, int64_t i1, int64_t i2) const { return base + i0 * s0 + i1 * s1 + i2 * s2; }
-  E* base;
-  int64_t s0, s1, s2;
+struct Call {
+  Call(const AttentionParams& params, const AttentionDims& dims, const TensorView& q_BTHD, const TensorView& k_BTKD,
+       const TensorView& v_BTKD, const TensorView& out_BTHD, const TensorView& lse_BHT)
+      : cu_seqlens(params.cu_seqlens),
+        dims(dims),
+        G(dims.H / dims.K),
+        Dp(round_up(dims.D, kLaneBlock)),
+        scale(float(dims.scale)),
+        q(q_BTHD),
+        k(k_BTKD),
+        v(v_BTKD),
+        out(out_BTHD),
+        lse(lse_BHT) {}
+  DocumentSpan document(int64_t b, int64_t t) const { return document_of(cu_seqlens, b, dims.T, t); }
+
+  std::span<const int32_t> cu_seqlens;
+  AttentionDims dims;
+  int64_t G, Dp;
+  float scale;
+  Rows<E> q, k, v, out;
+  LseRows lse;
 };
 
-// The lse_BHT view (f32, any strides).
-struct LseRows {
-  explicit LseRows(const TensorView& x) : base(x.data<float>()), s0(x.stride(0)), s1(x.stride(1)), s2(x.stride(2)) {}
-  float& operator()(int64_t b, int64_t h, int64_t t) const { return base[b * s0 + h * s1 + t * s2]; }
-  float* base;
-  int64_t s0, s1, s2;
+template <class E>
+struct Grads {
+  Rows<E> dout, dq, dk, dv;
 };
 
-template <class E>
-void load_row(const E* src, float factor, float* dst, int64_t D) {
-#pragma omp simd
-  for (int64_t d = 0; d < D; ++d) dst[d] = load(src[d]) * factor;
+// ---------------------------------------------------------------------------------------------
+// Tasks and tiles
+
+// Chunks per row: each row's queries (forward) or keys (backward) are split until there are
+// kMinTasks tasks, so one long row still keeps every thread busy. Shapes only, not the thread count.
+int64_t num_chunks(const AttentionDims& dims) {
+  const int64_t num_blocks = (dims.T + kKeyBlock - 1) / kKeyBlock;
+  return std::min(num_blocks, (kMinTasks + dims.B * dims.K - 1) / (dims.B * dims.K));
 }
 
-template <class E>
-void store_row(const float* src, float factor, E* dst, int64_t D) {
-#pragma omp simd
-  for (int64_t d = 0; d < D; ++d) store(dst[d], src[d] * factor);
+enum class ChunkOf : uint8_t { queries, keys };
+
+// The first token of each of num_chunks chunks of kKeyBlock blocks, then T: runs of at least one
+// block and about equal causal work, each ending at the block boundary nearest its share. Query
+// block j sees the keys of blocks 0..j (weighs j + 1); key block j is seen by blocks j.. (num_blocks - j).
+std::vector<int64_t> chunk_starts(int64_t T, int64_t num_chunks, ChunkOf what) {
+  const int64_t num_blocks = (T + kKeyBlock - 1) / kKeyBlock;
+  const int64_t total = num_blocks * (num_blocks + 1) / 2;
+  auto weight = [&](int64_t block) { return what == ChunkOf::queries ? block + 1 : num_blocks - block; };
+  std::vector<int64_t> starts{0};
+  int64_t block = 0, done = 0;
+  for (int64_t c = 1; c < num_chunks; ++c) {
+    // Take blocks while the next one's midpoint is still short of c / num_chunks of the work.
+    do done += weight(block++);
+    while (block < num_blocks - (num_chunks - c) && (2 * done + weight(block)) * num_chunks < 2 * c * total);
+    starts.push_back(block * kKeyBlock);
+  }
+  starts.push_back(T);
+  return starts;
 }
 
-// Rows [s0, s1) of kv head kv of row b, widened: row-major into rows_SD (row s at s - s0).
-template <class E>
-void load_rows(const Rows<E>& x, int64_t b, int64_t kv, int64_t s0, int64_t s1, int64_t D, float* rows_SD) {
-  for (int64_t s = s0; s < s1; ++s) load_row(x(b, s, kv), 1.0f, rows_SD + (s - s0) * D, D);
+// Part of a task's query rows (lanes; row r is query t_base + r / G of head r % G of the group) that
+// one key tile meets: lanes [L0, L0 + L), starting on a lane block, of which rows [row_lo, row_hi)
+// see the tile; they see its first nk keys at most (the others are masked for every lane). Key c
+// of the tile is seen from lane key_lane + c G of the panel on (causality).
+struct Panel {
+  int64_t L0, L, row_lo, row_hi, nk, key_lane;
+};
+
+// What causality leaves of a panel's GEMMs, per block of rows (see BlockRange): GEMMs with the keys on
+// the rows skip the lanes (columns, or words of P lanes) before a block's first key is seen; GEMMs
+// with the panel's rows on the rows (from row_lo) reduce over the keys the block's last row sees.
+struct KeysSkipLanes {
+  BlockRange operator()(int64_t c0, int64_t) const { return {.column = key_lane + c0 * G}; }
+  int64_t key_lane, G;
+};
+struct KeysSkipLaneWords {
+  BlockRange operator()(int64_t c0, int64_t) const {
+    return {.word_begin = std::max<int64_t>(0, key_lane + c0 * G) / P};
+  }
+  int64_t key_lane, G, P;
+};
+struct RowsSeeKeyWords {
+  BlockRange operator()(int64_t i0, int64_t rows) const { return {.word_end = (n[i0 + rows - 1] + P - 1) / P}; }
+  const int32_t* n;  // visible keys of the GEMM's first row on
+  int64_t P;
+};
+
+// Visible keys of each lane of the panel in a key tile starting at s0: a query sees the keys up to
+// itself, rows outside [row_lo, row_hi) (an earlier query, another document, padding) none.
+void visible_keys(const Panel& panel, int64_t t_base, int64_t G, int64_t s0, int32_t* n) {
+  for_each_row(t_base, 0, G, panel.L0, panel.L0 + panel.L, [&](int64_t r, int64_t t, int64_t) {
+    n[r - panel.L0] = r >= panel.row_lo && r < panel.row_hi ? int32_t(std::min(t - s0 + 1, panel.nk)) : 0;
+  });
 }
 
-// The same rows transposed into cols_DS: dim d of row s at d * (s1 - s0) + (s - s0).
-template <class E>
-void load_transposed(const Rows<E>& x, int64_t b, int64_t kv, int64_t s0, int64_t s1, int64_t D, float* cols_DS) {
-  const int64_t ld = s1 - s0;
-  for (int64_t s = s0; s < s1; ++s) {
-    const E* row = x(b, s, kv);
-    for (int64_t d = 0; d < D; ++d) cols_DS[d * ld + (s - s0)] = load(row[d]);
+// One key tile of a task: keys [s0, s0 + nk), and the task's query rows [r_first, r_end) that see
+// them (queries from max(s0, t_base) to the end of the keys' document or of the task's queries).
+struct KeyTile {
+  int64_t s0, nk, r_first, r_end;
+};
+
+// Calls on_tile(tile) for the key tiles of [k_lo, k_hi) of row b, clipped to kKeyBlock blocks and
+// to documents (so no tile needs a document mask, and only tiles on the diagonal a causal one), for a
+// task whose query rows start at query t_base and end before query q_end.
+template <class E, class OnTile>
+void for_each_key_tile(const Call<E>& call, int64_t b, int64_t k_lo, int64_t k_hi, int64_t t_base, int64_t q_end,
+                       const OnTile& on_tile) {
+  for (int64_t s0 = k_lo; s0 < k_hi;) {
+    const DocumentSpan doc = call.document(b, s0);
+    const int64_t s1 = std::min({k_hi, doc.end, (s0 / kKeyBlock + 1) * kKeyBlock});
+    on_tile(
+        KeyTile{s0, s1 - s0, (std::max(s0, t_base) - t_base) * call.G, (std::min(doc.end, q_end) - t_base) * call.G});
+    s0 = s1;
   }
 }
 
-float dot(const float* x, const float* y, int64_t D) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t d = 0; d < D; ++d) sum += x[d] * y[d];
-  return sum;
-}
-
-void axpy(float alpha, const float* x, float* y, int64_t D) {
-#pragma omp simd
-  for (int64_t d = 0; d < D; ++d) y[d] += alpha * x[d];
-}
-
-// dots_S[i] = x . (column i of cols_DS) for i < n, where column i holds dims at stride ld. Keys
-// run along the vector lanes, so there are no horizontal sums; four dims per sweep give four
-// multiply-adds per load and store of dots_S.
-void column_dots(const float* x_D, const float* cols_DS, int64_t ld, int64_t n, int64_t D, float* dots_S) {
-  std::fill(dots_S, dots_S + n, 0.0f);
-  int64_t d = 0;
-  for (; d + 4 <= D; d += 4) {
-    const float x0 = x_D[d], x1 = x_D[d + 1], x2 = x_D[d + 2], x3 = x_D[d + 3];
-    const float* c0 = cols_DS + d * ld;
-    const float* c1 = c0 + ld;
-    const float* c2 = c1 + ld;
-    const float* c3 = c2 + ld;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dots_S[i] += x0 * c0[i] + x1 * c1[i] + x2 * c2[i] + x3 * c3[i];
-  }
-  for (; d < D; ++d) {
-    const float x0 = x_D[d];
-    const float* c0 = cols_DS + d * ld;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dots_S[i] += x0 * c0[i];
+// Calls on_panel(panel) for the panels of a key tile's query rows (the task has `lanes` lanes from
+// query t_base), with each lane's visible key count in n.
+template <class OnPanel>
+void for_each_panel(const KeyTile& tile, int64_t t_base, int64_t G, int64_t lanes, int32_t* n,
+                    const OnPanel& on_panel) {
+  for (int64_t L0 = tile.r_first / kLaneBlock * kLaneBlock; L0 < tile.r_end; L0 += kPanel) {
+    Panel panel{L0, std::min(kPanel, lanes - L0), std::max(L0, tile.r_first), 0, 0, (tile.s0 - t_base) * G - L0};
+    panel.row_hi = std::min(L0 + panel.L, tile.r_end);
+    panel.nk = std::min(tile.nk, t_base + (panel.row_hi - 1) / G - tile.s0 + 1);
+    visible_keys(panel, t_base, G, tile.s0, n);
+    on_panel(panel);
   }
 }
 
-// acc_D += sum_{i < n} w_S[i] * rows_SD[i]; four rows per sweep over acc_D.
-void add_weighted_rows(const float* w_S, const float* rows_SD, int64_t n, int64_t D, float* acc_D) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const float w0 = w_S[i], w1 = w_S[i + 1], w2 = w_S[i + 2], w3 = w_S[i + 3];
-    const float* r0 = rows_SD + i * D;
-    const float* r1 = r0 + D;
-    const float* r2 = r1 + D;
-    const float* r3 = r2 + D;
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) acc_D[d] += w0 * r0[d] + w1 * r1[d] + w2 * r2[d] + w3 * r3[d];
-  }
-  for (; i < n; ++i) axpy(w_S[i], rows_SD + i * D, acc_D, D);
+// The keys and values of the tile after the current one (from s1, before k_hi), into L2 while the
+// current tile's panels run.
+template <class E>
+void prefetch_next_tile(const Call<E>& call, int64_t b, int64_t kv, int64_t s1, int64_t k_hi) {
+  const int64_t n = std::min(kKeyBlock, k_hi - s1);
+  prefetch_rows<_MM_HINT_T1>(GroupRows<E>{call.k, b, s1, kv, 1}, 0, n, call.dims.D);
+  prefetch_rows<_MM_HINT_T1>(GroupRows<E>{call.v, b, s1, kv, 1}, 0, n, call.dims.D);
 }
 
-// p_S[i] = exp(p_S[i] - shift) for i < n; returns their sum. The shift is the row's largest score
-// (forward) or its lse >= that score (backward, the same scores recomputed), so the exponents are
-// <= 0, up to rounding.
-float exp_shifted(float* p_S, int64_t n, float shift) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) {
-    p_S[i] = exp_nonpositive(p_S[i] - shift);
-    sum += p_S[i];
-  }
-  return sum;
+// Where a GEMM reads probabilities or their gradients: the f32 score tile itself for f32 words, its
+// bf16 copy (written by the softmax step) for bf16 pairs.
+template <class Elem>
+const Elem* gemm_operand(const float* f32_tile, const Elem* bf16_copy) {
+  if constexpr (std::is_same_v<Elem, float>)
+    return f32_tile;
+  else
+    return bf16_copy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+template <class Elem>
+struct ForwardTiles {
+  Elem* qt;      // [Dw / P][lanes][P]: the task's query rows on the lanes (Dw = D rounded up to P)
+  Elem* k;       // [kKeyBlock][Dp]: the key tile (A of S^T = K Q^T)
+  Elem* v;       // [kKeyBlock / P][Dp][P]: the value tile, P rows interleaved (B of P V)
+  float* s;      // [kKeyBlock][kPanel]: S^T, then P^T
+  Elem* p;       // [kKeyBlock / 2][kPanel][2]: P^T rows paired in bf16 (A of P V; bf16 pairs only)
+  float* o;      // [lanes][Dp]: the output accumulator
+  float *m, *l;  // [lanes]: running max and sum of each query row
+  float* alpha;  // [kPanel]: the accumulator's rescale for the current tile
+  int32_t* n;    // [kPanel]: visible keys of each lane in the current tile
+};
+
+template <class Elem>
+ForwardTiles<Elem> carve_forward(Arena& arena, int64_t lanes, int64_t Dp) {
+  ForwardTiles<Elem> t;
+  t.qt = arena.take<Elem>(Dp * lanes);
+  t.k = arena.take<Elem>(kKeyBlock * Dp);
+  t.v = arena.take<Elem>(kKeyBlock * Dp);
+  t.s = arena.take<float>(kKeyBlock * kPanel);
+  t.p = arena.take<Elem>(kKeyBlock * kPanel);
+  t.o = arena.take<float>(lanes * Dp);
+  t.m = arena.take<float>(lanes);
+  t.l = arena.take<float>(lanes);
+  t.alpha = arena.take<float>(kPanel);
+  t.n = arena.take<int32_t>(kPanel);
+  return t;
+}
+
+// One key tile (in tiles.k, tiles.v) against one panel: S^T = K Q^T, the online softmax, and
+// O = diag(alpha) O + P V for the rows that see the tile.
+template <class Ops, class E>
+void forward_panel(const Call<E>& call, const Panel& panel, int64_t lanes,
+                   const ForwardTiles<typename Ops::Elem>& tiles) {
+  using Elem = typename Ops::Elem;
+  constexpr int64_t P = Ops::kPack;
+  const int64_t Dp = call.Dp, words_d = round_up(call.dims.D, P) / P;
+  gemm<Ops, Out::overwrite>({tiles.k, Dp / P, 1}, {tiles.qt + panel.L0 * P, lanes}, words_d, {tiles.s, kPanel},
+                            panel.nk, panel.L, KeysSkipLanes{panel.key_lane, call.G});
+  const Elem* probs = gemm_operand(tiles.s, tiles.p);
+#if defined(__AVX512F__)
+  online_softmax_16(tiles.s, int32_t(panel.nk), panel.L, tiles.n, call.scale, tiles.m + panel.L0, tiles.l + panel.L0,
+                    tiles.alpha, tiles.p);
+#else
+  online_softmax<std::is_same_v<E, bf16>>(tiles.s, int32_t(panel.nk), panel.L, tiles.n, call.scale, tiles.m + panel.L0,
+                                          tiles.l + panel.L0, tiles.alpha);
+#endif
+  // P^T read transposed: one word per (row, key pair).
+  const int64_t skip = panel.row_lo - panel.L0;
+  gemm<Ops, Out::scale_rows>({probs + skip * P, 1, kPanel}, {tiles.v, Dp}, round_up(panel.nk, P) / P,
+                             {tiles.o + panel.row_lo * Dp, Dp, tiles.alpha + skip}, panel.row_hi - panel.row_lo, Dp,
+                             RowsSeeKeyWords{tiles.n + skip, P});
+}
+
+// Queries [q_lo, q_hi) of row b for the G heads of kv head kv: out and lse.
+template <class Ops, class E>
+void forward_chunk(const Call<E>& call, int64_t b, int64_t kv, int64_t q_lo, int64_t q_hi,
+                   const ForwardTiles<typename Ops::Elem>& tiles) {
+  constexpr int64_t P = Ops::kPack;
+  const int64_t G = call.G, D = call.dims.D, Dp = call.Dp;
+  const int64_t M = (q_hi - q_lo) * G, lanes = round_up(M, kLaneBlock);
+  pack_transposed<P>(GroupRows<E>{call.q, b, q_lo, kv * G, G}, M, lanes, D, tiles.qt);
+  std::fill(tiles.m, tiles.m + lanes, kMinusInf);
+  std::fill(tiles.l, tiles.l + lanes, 0.0f);
+  std::fill(tiles.o, tiles.o + M * Dp, 0.0f);
+  for_each_key_tile(call, b, call.document(b, q_lo).start, q_hi, q_lo, q_hi, [&](const KeyTile& tile) {
+    pack_key_tile<P>(call.k, b, tile.s0, kv, tile.nk, D, Dp, KeyOperand::a_rows, tiles.k);
+    pack_key_tile<P>(call.v, b, tile.s0, kv, tile.nk, D, Dp, KeyOperand::b_rows, tiles.v);
+    prefetch_next_tile(call, b, kv, tile.s0 + tile.nk, q_hi);
+    for_each_panel(tile, q_lo, G, lanes, tiles.n,
+                   [&](const Panel& panel) { forward_panel<Ops>(call, panel, lanes, tiles); });
+  });
+  for_each_row(q_lo, kv * G, G, 0, M, [&](int64_t r, int64_t t, int64_t h) {
+    const float inv_sum = 1.0f / tiles.l[r];
+    E* out = call.out(b, t, h);
+    for (int64_t d = 0; d < D; ++d) store(out[d], tiles.o[r * Dp + d] * inv_sum);
+    call.lse(b, h, t) = tiles.m[r] + std::log(tiles.l[r]);
+  });
 }
 
 template <class E>
-void forward_impl(const AttentionParams& params, const AttentionDims& dims, const TensorView& q_BTHD,
-                  const TensorView& k_BTKD, const TensorView& v_BTKD, const TensorView& out_BTHD,
-                  const TensorView& lse_BHT) {
-  // Plain locals rather than a structured binding: OpenMP regions below use them.
-  const int64_t B = dims.B, T = dims.T, H = dims.H, K = dims.K, D = dims.D;
-  const float scale = float(dims.scale);
-  const int64_t group = H / K;
-  const int64_t num_blocks = (T + kQueryBlock - 1) / kQueryBlock;
-  const Rows<E> q_rows(q_BTHD), k_rows(k_BTKD), v_rows(v_BTKD), out_rows(out_BTHD);
-  const LseRows lse(lse_BHT);
-#pragma omp parallel if (score_work(dims) >= kMinParallelWork)
+void forward_impl(const Call<E>& call) {
+  using Ops = OpsFor<E>;
+  const int64_t B = call.dims.B, T = call.dims.T, K = call.dims.K;
+  const int64_t chunks = num_chunks(call.dims);
+  const std::vector<int64_t> chunk_start = chunk_starts(T, chunks, ChunkOf::queries);
+  const int64_t max_lanes = round_up(T * call.G, kLaneBlock);
+#pragma omp parallel if (score_work(call.dims) >= kMinParallelWork)
   {
-    // Per-thread scratch, allocated once per call: the f32 keys (transposed) and values one task
-    // can see (up to a whole row), one query's probabilities and its output accumulator.
-    std::vector<float> kt_DS(static_cast<size_t>(T * D)), v_SD(static_cast<size_t>(T * D));
-    std::vector<float> p_S(static_cast<size_t>(T)), q_D(static_cast<size_t>(D)), acc_D(static_cast<size_t>(D));
+    AlignedBytes storage;
+    const auto tiles = carve_tiles<ForwardTiles<typename Ops::Elem>>(
+        [&](Arena& arena) { return carve_forward<typename Ops::Elem>(arena, max_lanes, call.Dp); }, storage);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t kv = 0; kv < K; ++kv) {
-        for (int64_t block = 0; block < num_blocks; ++block) {
-          const int64_t t0 = block * kQueryBlock, t1 = std::min(T, t0 + kQueryBlock);
-          // Document starts never decrease, so the block's first query sees the earliest key.
-          const int64_t lo = document_of(params.cu_seqlens, b, T, t0).start, ld = t1 - lo;
-          load_transposed(k_rows, b, kv, lo, t1, D, kt_DS.data());
-          load_rows(v_rows, b, kv, lo, t1, D, v_SD.data());
-          for (int64_t t = t0; t < t1; ++t) {
-            const int64_t start = document_of(params.cu_seqlens, b, T, t).start, n = t - start + 1;
-            for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-              load_row(q_rows(b, t, h), scale, q_D.data(), D);
-              column_dots(q_D.data(), &kt_DS[size_t(start - lo)], ld, n, D, p_S.data());
-              float max_score = p_S[0];
-#pragma omp simd reduction(max : max_score)
-              for (int64_t i = 0; i < n; ++i) max_score = std::max(max_score, p_S[size_t(i)]);
-              const float sum_exp = exp_shifted(p_S.data(), n, max_score);
-              std::fill(acc_D.begin(), acc_D.end(), 0.0f);
-              add_weighted_rows(p_S.data(), &v_SD[size_t((start - lo) * D)], n, D, acc_D.data());
-              store_row(acc_D.data(), 1.0f / sum_exp, out_rows(b, t, h), D);
-              lse(b, h, t) = max_score + std::log(sum_exp);
-            }
-          }
+        for (int64_t c = 0; c < chunks; ++c) {
+          // Late queries see the most keys: hand them out first.
+          const int64_t chunk = chunks - 1 - c;
+          forward_chunk<Ops>(call, b, kv, chunk_start[size_t(chunk)], chunk_start[size_t(chunk + 1)], tiles);
         }
       }
     }
   }
 }
 
-template <class E>
-void backward_impl(const AttentionParams& params, const AttentionDims& dims, const TensorView& q_BTHD,
-                   const TensorView& k_BTKD, const TensorView& v_BTKD, const TensorView& out_BTHD,
-                   const TensorView& lse_BHT, const TensorView& dout_BTHD, const TensorView& dq_BTHD,
-                   const TensorView& dk_BTKD, const TensorView& dv_BTKD) {
-  const int64_t B = dims.B, T = dims.T, H = dims.H, K = dims.K, D = dims.D;
-  const float scale = float(dims.scale);
-  const int64_t group = H / K;
-  const int64_t num_query_blocks = (T + kQueryBlock - 1) / kQueryBlock;
-  const int64_t num_key_blocks = (T + kKeyBlock - 1) / kKeyBlock;
-  const Rows<E> q_rows(q_BTHD), k_rows(k_BTKD), v_rows(v_BTKD), out_rows(out_BTHD), dout_rows(dout_BTHD);
-  const Rows<E> dq_rows(dq_BTHD), dk_rows(dk_BTKD), dv_rows(dv_BTKD);
-  const LseRows lse(lse_BHT);
-  // delta_BHT = rowsum(dO * O): written by the dQ pass, read by the dK/dV pass for every query.
-  // Per-call scratch (B*H*T floats) because the passes hand it over.
-  std::vector<float> delta_BHT(static_cast<size_t>(B * H * T));
-  auto delta = [&](int64_t b, int64_t h, int64_t t) -> float& { return delta_BHT[size_t((b * H + h) * T + t)]; };
-#pragma omp parallel if (score_work(dims) >= kMinParallelWork)
-  {
-    // Per-thread scratch, allocated once per call: the f32 keys and values one task can see
-    // (transposed, plus the keys row-major for dQ), one query's probabilities and their
-    // gradients, its q (scaled), dO, O and dQ, and the dK/dV accumulators of one key block.
-    std::vector<float> kt_DS(static_cast<size_t>(T * D)), vt_DS(static_cast<size_t>(T * D));
-    std::vector<float> k_SD(static_cast<size_t>(T * D));
-    std::vector<float> p_S(static_cast<size_t>(T)), ds_S(static_cast<size_t>(T));
-    std::vector<float> q_D(static_cast<size_t>(D)), dout_D(static_cast<size_t>(D));
-    std::vector<float> out_D(static_cast<size_t>(D)), dq_D(static_cast<size_t>(D));
-    std::vector<float> dk_SD(static_cast<size_t>(kKeyBlock * D)), dv_SD(static_cast<size_t>(kKeyBlock * D));
-    // For the n keys in columns [first, first + n) of kt_DS / vt_DS (row stride ld) seen by one
-    // (query, head): P into p_S and dS = P * (dP - delta) into ds_S.
-    auto probability_grads = [&](int64_t first, int64_t ld, int64_t n, float row_lse, float row_delta) {
-      column_dots(q_D.data(), &kt_DS[size_t(first)], ld, n, D, p_S.data());
-      exp_shifted(p_S.data(), n, row_lse);
-      column_dots(dout_D.data(), &vt_DS[size_t(first)], ld, n, D, ds_S.data());
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) ds_S[size_t(i)] = p_S[size_t(i)] * (ds_S[size_t(i)] - row_delta);
-    };
+// ---------------------------------------------------------------------------------------------
+// Backward
 
-    // Pass 1: delta and dQ = scale * sum_s dS_s k_s, one task per (b, kv head, query block).
+template <class Elem>
+struct BackwardTiles {
+  Elem *qt, *dot;      // [Dw / P][lanes][P]: the task's query rows and their dO on the lanes
+  Elem *qb, *dob;      // [lanes / P][Dp][P]: the same, P rows interleaved (B of dK and dV)
+  float *lse, *delta;  // [lanes]: per query row, delta = rowsum(dO * O)
+  Elem *k, *v;         // [kKeyBlock][Dp]: the key tile's keys and values (A of S^T and dP^T)
+  Elem* kb;            // [kKeyBlock / 2][Dp][2]: its keys, rows paired (B of dQ; bf16 pairs only)
+  float *s, *dp;       // [kKeyBlock][kPanel]: S^T then P^T; dP^T then dS^T
+  Elem *pt, *dst;      // [kKeyBlock][kPanel]: P^T and dS^T in bf16 (A of dV and dK; bf16 pairs only)
+  Elem* ds_pairs;      // [kKeyBlock / 2][kPanel][2]: dS^T rows paired (A of dQ; bf16 pairs only)
+  float *dk, *dv;      // [kKeyBlock][Dp]: the key tile's gradient accumulators
+  float* dq;           // [lanes][Dp]: dQ of the task's query rows, when it owns them (one key chunk)
+  int32_t* n;          // [kPanel]: visible keys of each lane in the current tile
+};
+
+template <class Elem>
+BackwardTiles<Elem> carve_backward(Arena& arena, int64_t lanes, int64_t Dp, bool owns_dq) {
+  BackwardTiles<Elem> t;
+  t.qt = arena.take<Elem>(Dp * lanes);
+  t.dot = arena.take<Elem>(Dp * lanes);
+  t.qb = arena.take<Elem>(lanes * Dp);
+  t.dob = arena.take<Elem>(lanes * Dp);
+  t.lse = arena.take<float>(lanes);
+  t.delta = arena.take<float>(lanes);
+  t.k = arena.take<Elem>(kKeyBlock * Dp);
+  t.v = arena.take<Elem>(kKeyBlock * Dp);
+  t.kb = arena.take<Elem>(kKeyBlock * Dp);
+  t.s = arena.take<float>(kKeyBlock * kPanel);
+  t.dp = arena.take<float>(kKeyBlock * kPanel);
+  t.pt = arena.take<Elem>(kKeyBlock * kPanel);
+  t.dst = arena.take<Elem>(kKeyBlock * kPanel);
+  t.ds_pairs = arena.take<Elem>(kKeyBlock * kPanel);
+  t.dk = arena.take<float>(kKeyBlock * Dp);
+  t.dv = arena.take<float>(kKeyBlock * Dp);
+  t.dq = arena.take<float>(owns_dq ? lanes * Dp : 0);
+  t.n = arena.take<int32_t>(kPanel);
+  return t;
+}
+
+// lse and delta = rowsum(dO * O) of the task's query rows r < M (zero on the padding lanes).
+template <class E>
+void pack_row_stats(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, int64_t t0, int64_t M,
+                    int64_t lanes, float* lse, float* delta) {
+  const int64_t D = call.dims.D;
+  const GroupRows<E> out_rows{call.out, b, t0, kv * call.G, call.G};
+  for_each_row(t0, kv * call.G, call.G, 0, M, [&](int64_t r, int64_t t, int64_t h) {
+    prefetch_ahead(out_rows, r, M, D);
+    const E* dout = grads.dout(b, t, h);
+    const E* out = call.out(b, t, h);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t d = 0; d < D; ++d) sum += load(dout[d]) * load(out[d]);
+    lse[r] = call.lse(b, h, t);
+    delta[r] = sum;
+  });
+  std::fill(lse + M, lse + lanes, 0.0f);
+  std::fill(delta + M, delta + lanes, 0.0f);
+}
+
+// One key tile (in tiles.k, tiles.kb, tiles.v) against one panel: S^T, dP^T, then P^T and dS^T,
+// and dV += P^T dO, dK += dS^T Q (both summed over the panel's rows, every head of the group),
+// dQ += dS K.
+template <class Ops, class E>
+void backward_panel(const Call<E>& call, const Panel& panel, int64_t lanes, const typename Ops::Elem* kb, float* dq_acc,
+                    const BackwardTiles<typename Ops::Elem>& tiles) {
+  using Elem = typename Ops::Elem;
+  constexpr int64_t P = Ops::kPack;
+  const int64_t Dp = call.Dp, words_d = round_up(call.dims.D, P) / P, L0 = panel.L0, L = panel.L, nk = panel.nk;
+  const KeysSkipLanes skip_lanes{panel.key_lane, call.G};
+  gemm<Ops, Out::overwrite>({tiles.k, Dp / P, 1}, {tiles.qt + L0 * P, lanes}, words_d, {tiles.s, kPanel}, nk, L,
+                            skip_lanes);
+  gemm<Ops, Out::overwrite>({tiles.v, Dp / P, 1}, {tiles.dot + L0 * P, lanes}, words_d, {tiles.dp, kPanel}, nk, L,
+                            skip_lanes);
+  const Elem* p_rows = gemm_operand(tiles.s, tiles.pt);
+  const Elem* ds_rows = gemm_operand(tiles.dp, tiles.dst);
+  const Elem* ds_pairs = gemm_operand(tiles.dp, tiles.ds_pairs);
+#if defined(__AVX512F__)
+  probability_grads_16(tiles.s, tiles.dp, int32_t(nk), L, tiles.n, call.scale, tiles.lse + L0, tiles.delta + L0,
+                       tiles.pt, tiles.dst, tiles.ds_pairs);
+#else
+  probability_grads<std::is_same_v<E, bf16>>(tiles.s, tiles.dp, int32_t(nk), L, tiles.n, call.scale, tiles.lse + L0,
+                                             tiles.delta + L0);
+#endif
+  const KeysSkipLaneWords skip_lane_words{panel.key_lane, call.G, P};
+  gemm<Ops, Out::accumulate>({p_rows, kPanel / P, 1}, {tiles.dob + L0 * Dp, Dp}, L / P, {tiles.dv, Dp}, nk, Dp,
+                             skip_lane_words);
+  gemm<Ops, Out::accumulate>({ds_rows, kPanel / P, 1}, {tiles.qb + L0 * Dp, Dp}, L / P, {tiles.dk, Dp}, nk, Dp,
+                             skip_lane_words);
+  // dS^T read transposed: one word per (row, key pair).
+  const int64_t skip = panel.row_lo - L0;
+  gemm<Ops, Out::accumulate>({ds_pairs + skip * P, 1, kPanel}, {kb, Dp}, round_up(nk, P) / P,
+                             {dq_acc + panel.row_lo * Dp, Dp}, panel.row_hi - panel.row_lo, Dp,
+                             RowsSeeKeyWords{tiles.n + skip, P});
+}
+
+// One key tile of a backward task whose keys are [k_lo, k_hi) (its query rows packed, from query
+// k_lo): the tile's dK and dV, written out, and its share of dQ added into dq_acc.
+template <class Ops, class E>
+void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, const KeyTile& tile,
+                       int64_t k_lo, int64_t k_hi, int64_t lanes, float* dq_acc,
+                       const BackwardTiles<typename Ops::Elem>& tiles) {
+  using Elem = typename Ops::Elem;
+  constexpr int64_t P = Ops::kPack;
+  const int64_t D = call.dims.D, Dp = call.Dp, s0 = tile.s0, nk = tile.nk;
+  pack_key_tile<P>(call.k, b, s0, kv, nk, D, Dp, KeyOperand::a_rows, tiles.k);
+  pack_key_tile<P>(call.v, b, s0, kv, nk, D, Dp, KeyOperand::a_rows, tiles.v);
+  // f32 words read dQ's B in the same plain rows; bf16 pairs need them interleaved.
+  const Elem* kb = tiles.k;
+  if constexpr (P > 1) {
+    pack_key_tile<P>(call.k, b, s0, kv, nk, D, Dp, KeyOperand::b_rows, tiles.kb);
+    kb = tiles.kb;
+  }
+  prefetch_next_tile(call, b, kv, s0 + nk, k_hi);
+  std::fill(tiles.dk, tiles.dk + nk * Dp, 0.0f);
+  std::fill(tiles.dv, tiles.dv + nk * Dp, 0.0f);
+  for_each_panel(tile, k_lo, call.G, lanes, tiles.n,
+                 [&](const Panel& panel) { backward_panel<Ops>(call, panel, lanes, kb, dq_acc, tiles); });
+  for (int64_t c = 0; c < nk; ++c) {
+    E* dk = grads.dk(b, s0 + c, kv);
+    E* dv = grads.dv(b, s0 + c, kv);
+    for (int64_t d = 0; d < D; ++d) {
+      store(dk[d], call.scale * tiles.dk[c * Dp + d]);
+      store(dv[d], tiles.dv[c * Dp + d]);
+    }
+  }
+}
+
+// Keys [k_lo, k_hi) of row b, kv head kv: writes their dK and dV, and adds their share of dQ of every
+// query that sees them into dq_acc (f32 rows of Dp, row r = query k_lo + r / G of head g = r % G).
+template <class Ops, class E>
+void backward_chunk(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, int64_t k_lo, int64_t k_hi,
+                    float* dq_acc, const BackwardTiles<typename Ops::Elem>& tiles) {
+  constexpr int64_t P = Ops::kPack;
+  const int64_t G = call.G, D = call.dims.D, Dp = call.Dp;
+  // The queries that see these keys: up to the end of the last key's document.
+  const int64_t q_hi = call.document(b, k_hi - 1).end;
+  const int64_t M = (q_hi - k_lo) * G, lanes = round_up(M, kLaneBlock);
+  const GroupRows<E> queries{call.q, b, k_lo, kv * G, G}, dout_rows{grads.dout, b, k_lo, kv * G, G};
+  pack_transposed<P>(queries, M, lanes, D, tiles.qt);
+  pack_transposed<P>(dout_rows, M, lanes, D, tiles.dot);
+  pack_row_groups<P>(queries, M, lanes, D, Dp, tiles.qb);
+  pack_row_groups<P>(dout_rows, M, lanes, D, Dp, tiles.dob);
+  pack_row_stats(call, grads, b, kv, k_lo, M, lanes, tiles.lse, tiles.delta);
+  std::fill(dq_acc, dq_acc + M * Dp, 0.0f);
+  for_each_key_tile(call, b, k_lo, k_hi, k_lo, q_hi, [&](const KeyTile& tile) {
+    backward_key_tile<Ops>(call, grads, b, kv, tile, k_lo, k_hi, lanes, dq_acc, tiles);
+  });
+}
+
+// dQ rows r < M (query t0 + r / G, head kv G + r % G) = scale * dq_acc.
+template <class E>
+void store_dq(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, int64_t t0, int64_t M,
+              const float* dq_acc) {
+  for_each_row(t0, kv * call.G, call.G, 0, M, [&](int64_t r, int64_t t, int64_t h) {
+    E* dq = grads.dq(b, t, h);
+    for (int64_t d = 0; d < call.dims.D; ++d) store(dq[d], call.scale * dq_acc[r * call.Dp + d]);
+  });
+}
+
+template <class E>
+void backward_impl(const Call<E>& call, const Grads<E>& grads) {
+  using Ops = OpsFor<E>;
+  const int64_t B = call.dims.B, T = call.dims.T, K = call.dims.K, G = call.G, Dp = call.Dp;
+  const int64_t chunks = num_chunks(call.dims);
+  const std::vector<int64_t> chunk_start = chunk_starts(T, chunks, ChunkOf::keys);
+  const bool owns_dq = chunks == 1;
+  // Split keys: one dQ buffer per (b, kv, chunk), summed in chunk order at the end.
+  const AlignedBytes partial_storage = allocate_aligned(owns_dq ? 0 : sizeof(float) * B * K * chunks * T * G * Dp);
+  float* partial_dq = reinterpret_cast<float*>(partial_storage.get());
+  auto partial_row = [&](int64_t b, int64_t kv, int64_t c, int64_t row) {
+    return partial_dq + (((b * K + kv) * chunks + c) * T * G + row) * Dp;
+  };
+  const int64_t max_lanes = round_up(T * G, kLaneBlock);
+#pragma omp parallel if (score_work(call.dims) >= kMinParallelWork)
+  {
+    AlignedBytes storage;
+    const auto tiles = carve_tiles<BackwardTiles<typename Ops::Elem>>(
+        [&](Arena& arena) { return carve_backward<typename Ops::Elem>(arena, max_lanes, Dp, owns_dq); }, storage);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t kv = 0; kv < K; ++kv) {
-        for (int64_t block = 0; block < num_query_blocks; ++block) {
-          const int64_t t0 = block * kQueryBlock, t1 = std::min(T, t0 + kQueryBlock);
-          const int64_t lo = document_of(params.cu_seqlens, b, T, t0).start, ld = t1 - lo;
-          load_transposed(k_rows, b, kv, lo, t1, D, kt_DS.data());
-          load_transposed(v_rows, b, kv, lo, t1, D, vt_DS.data());
-          load_rows(k_rows, b, kv, lo, t1, D, k_SD.data());
-          for (int64_t t = t0; t < t1; ++t) {
-            const int64_t start = document_of(params.cu_seqlens, b, T, t).start, n = t - start + 1;
-            for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-              load_row(q_rows(b, t, h), scale, q_D.data(), D);
-              load_row(dout_rows(b, t, h), 1.0f, dout_D.data(), D);
-              load_row(out_rows(b, t, h), 1.0f, out_D.data(), D);
-              const float row_delta = dot(dout_D.data(), out_D.data(), D);
-              delta(b, h, t) = row_delta;
-              probability_grads(start - lo, ld, n, lse(b, h, t), row_delta);
-              std::fill(dq_D.begin(), dq_D.end(), 0.0f);
-              add_weighted_rows(ds_S.data(), &k_SD[size_t((start - lo) * D)], n, D, dq_D.data());
-              store_row(dq_D.data(), scale, dq_rows(b, t, h), D);
-            }
-          }
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t k_lo = chunk_start[size_t(c)], k_hi = chunk_start[size_t(c + 1)];
+          float* dq_acc = owns_dq ? tiles.dq : partial_row(b, kv, c, k_lo * G);
+          backward_chunk<Ops>(call, grads, b, kv, k_lo, k_hi, dq_acc, tiles);
+          if (owns_dq) store_dq(call, grads, b, kv, 0, T * G, dq_acc);
         }
       }
     }
-    // (the implicit barrier above: pass 2 reads the delta of every query)
-
-    // Pass 2: dK = scale * sum dS^T q and dV = sum P^T dO over the group's heads, one task per
-    // (b, kv head, key block); the task owns those dK/dV rows.
-#pragma omp for collapse(3) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t kv = 0; kv < K; ++kv) {
-        for (int64_t block = 0; block < num_key_blocks; ++block) {
-          const int64_t s0 = block * kKeyBlock, s1 = std::min(T, s0 + kKeyBlock), ld = s1 - s0;
-          load_transposed(k_rows, b, kv, s0, s1, D, kt_DS.data());
-          load_transposed(v_rows, b, kv, s0, s1, D, vt_DS.data());
-          std::fill(dk_SD.begin(), dk_SD.end(), 0.0f);
-          std::fill(dv_SD.begin(), dv_SD.end(), 0.0f);
-          // Queries past the document of the block's last key see none of its keys.
-          const int64_t t_end = document_of(params.cu_seqlens, b, T, s1 - 1).end;
-          for (int64_t t = s0; t < t_end; ++t) {
-            // Query t sees the block's keys [j0, j1).
-            const int64_t j0 = std::max(s0, document_of(params.cu_seqlens, b, T, t).start);
-            const int64_t j1 = std::min(s1, t + 1);
-            if (j0 >= j1) continue;
-            for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-              load_row(q_rows(b, t, h), scale, q_D.data(), D);
-              load_row(dout_rows(b, t, h), 1.0f, dout_D.data(), D);
-              probability_grads(j0 - s0, ld, j1 - j0, lse(b, h, t), delta(b, h, t));
-              for (int64_t j = j0; j < j1; ++j) {
-                // q_D already carries the scale: dK_j += scale * dS_j * q.
-                axpy(ds_S[size_t(j - j0)], q_D.data(), &dk_SD[size_t((j - s0) * D)], D);
-                axpy(p_S[size_t(j - j0)], dout_D.data(), &dv_SD[size_t((j - s0) * D)], D);
+    if (!owns_dq) {
+      // (after the loop's barrier) dQ of query t sums, in chunk order, the chunks that start at or
+      // before it and whose last key's document reaches it (at least the chunk holding key t).
+#pragma omp for collapse(3) schedule(static)
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t kv = 0; kv < K; ++kv) {
+          for (int64_t t = 0; t < T; ++t) {
+            float* sum = nullptr;
+            for (int64_t c = 0; c < chunks && chunk_start[size_t(c)] <= t; ++c) {
+              if (t >= call.document(b, chunk_start[size_t(c + 1)] - 1).end) continue;
+              float* part = partial_row(b, kv, c, t * G);
+              if (sum == nullptr) {
+                sum = part;
+                continue;
               }
+#pragma omp simd
+              for (int64_t i = 0; i < G * Dp; ++i) sum[i] += part[i];
             }
-          }
-          for (int64_t s = s0; s < s1; ++s) {
-            store_row(&dk_SD[size_t((s - s0) * D)], 1.0f, dk_rows(b, s, kv), D);
-            store_row(&dv_SD[size_t((s - s0) * D)], 1.0f, dv_rows(b, s, kv), D);
+            store_dq(call, grads, b, kv, t, G, sum);
           }
         }
       }
@@ -304,10 +569,11 @@ void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorV
                        TensorView out_BTHD, TensorView lse_BHT) {
   const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   check_cpu_dtype(q_BTHD.dtype());
+  if (dims.B * dims.T * dims.H == 0) return;
   if (q_BTHD.dtype() == DType::f32)
-    forward_impl<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+    forward_impl(Call<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT));
   else
-    forward_impl<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+    forward_impl(Call<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT));
 }
 
 void attention_backward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
@@ -316,10 +582,15 @@ void attention_backward(const AttentionParams& params, TensorView q_BTHD, Tensor
   const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
   check_cpu_dtype(q_BTHD.dtype());
-  if (q_BTHD.dtype() == DType::f32)
-    backward_impl<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
-  else
-    backward_impl<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
+  if (dims.B * dims.T * dims.H == 0) return;
+  if (q_BTHD.dtype() == DType::f32) {
+    backward_impl(
+        Call<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT),
+        Grads<float>{Rows<float>(dout_BTHD), Rows<float>(dq_BTHD), Rows<float>(dk_BTKD), Rows<float>(dv_BTKD)});
+  } else {
+    backward_impl(Call<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT),
+                  Grads<bf16>{Rows<bf16>(dout_BTHD), Rows<bf16>(dq_BTHD), Rows<bf16>(dk_BTKD), Rows<bf16>(dv_BTKD)});
+  }
 }
 
 }  // namespace rf::kernels::RF_CPU_NS

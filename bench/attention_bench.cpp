@@ -1,0 +1,178 @@
+// Fused causal GQA attention (the registry's fastest cpu kernel) against the `ref` kernel, measured
+// in one run, forward and backward, f32 and bf16, on the training shapes: the "large" config
+// (B=8, T=256, H=8, K=4, D=64) unpacked and packed (4 documents of 64 tokens per row), and the
+// "tiny" config (B=16, T=64, H=4, K=2, D=32) unpacked. One line per case:
+//   RESULT attention <fwd|bwd> <f32|bf16> <packed|unpacked> B=.. T=.. H=.. K=.. D=.. fused_ms=..
+//     ref_ms=.. ratio_vs_ref=.. GFLOP/s=.. %gemm_peak=..
+// FLOPs count the causal in-document (query, key) pairs only: 2 GEMMs (QK^T, PV) forward, 5 backward
+// (QK^T recomputed, dO V^T, P^T dO, dS^T Q, dS K), 2 D FLOPs per pair each. %gemm_peak is against the
+// machine's f32 GEMM rate measured at start (measure_gemm_peak_gflops), for both dtypes.
+//   usage: attention_bench [--threads N]   (default: one thread per core)
+// Timing: fused = the median of 7-50 calls (about 0.3 s) after a warm-up call. `ref` is naive and
+// single-threaded: it runs on the first row only (its cost is linear in B), median of 3 calls, times
+// B; each line says so.
+// Legend: B batch, T sequence, H heads, K kv heads, D head dim.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_args.h"
+#include "core/philox.h"
+#include "core/stopwatch.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/gemm_peak.h"
+#include "kernels/kernel_registry.h"
+
+namespace {
+
+using rf::DType;
+using rf::Shape;
+using rf::Tensor;
+using rf::TensorView;
+using namespace rf::kernels;
+
+constexpr int kFusedMinReps = 7, kFusedMaxReps = 50;
+constexpr double kFusedTargetSeconds = 0.3;  // fused calls repeat until about this long: steadier medians
+constexpr int kRefReps = 3;
+
+struct BenchCase {
+  const char* name;
+  int64_t B, T, H, K, D;
+  int64_t doc_length;  // 0: each row one document
+};
+
+constexpr BenchCase kCases[] = {
+    {"large", 8, 256, 8, 4, 64, 0},
+    {"large", 8, 256, 8, 4, 64, 64},
+    {"tiny", 16, 64, 4, 2, 32, 0},
+};
+
+double seconds_of(const std::function<void()>& fn) {
+  const rf::Stopwatch clock;
+  fn();
+  return clock.seconds();
+}
+
+// Median wall time of `reps` calls (0: as many as fill kFusedTargetSeconds, within the fused bounds)
+// after one warm-up call.
+double median_seconds(const std::function<void()>& fn, int reps) {
+  const double warm_up = seconds_of(fn);
+  if (reps == 0) reps = std::clamp(int(kFusedTargetSeconds / std::max(warm_up, 1e-6)), kFusedMinReps, kFusedMaxReps);
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) times.push_back(seconds_of(fn));
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  return times[size_t(reps / 2)];
+}
+
+Tensor random(Shape shape, DType dtype, uint64_t seed) {
+  Tensor t(shape, dtype);
+  rf::fill_uniform(t, rf::Philox(seed, 0), -1.0, 1.0);
+  return t;
+}
+
+// Documents of doc_length tokens tiling every row (a row's last one shorter if T is not a multiple).
+std::vector<int32_t> packed_cu_seqlens(const BenchCase& s) {
+  if (s.doc_length == 0) return {};
+  std::vector<int32_t> cu{0};
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t start = 0; start < s.T; start += s.doc_length)
+      cu.push_back(int32_t(b * s.T + std::min(s.T, start + s.doc_length)));
+  return cu;
+}
+
+// Causal (query, key) pairs inside documents, over all rows and query heads.
+double causal_pairs(const BenchCase& s) {
+  const int64_t doc = s.doc_length == 0 ? s.T : s.doc_length;
+  double pairs_per_row = 0;
+  for (int64_t start = 0; start < s.T; start += doc) {
+    const double n = double(std::min(doc, s.T - start));
+    pairs_per_row += n * (n + 1) / 2;
+  }
+  return pairs_per_row * double(s.B * s.H);
+}
+
+struct Tensors {
+  Tensor q, k, v, out, lse, dout, dq, dk, dv;
+};
+
+Tensors make_tensors(const BenchCase& s, DType dtype) {
+  Tensors x;
+  x.q = random({s.B, s.T, s.H, s.D}, dtype, 1);
+  x.k = random({s.B, s.T, s.K, s.D}, dtype, 2);
+  x.v = random({s.B, s.T, s.K, s.D}, dtype, 3);
+  x.out = Tensor({s.B, s.T, s.H, s.D}, dtype);
+  x.lse = Tensor({s.B, s.H, s.T}, DType::f32);
+  x.dout = random({s.B, s.T, s.H, s.D}, dtype, 4);
+  x.dq = Tensor({s.B, s.T, s.H, s.D}, dtype);
+  x.dk = Tensor({s.B, s.T, s.K, s.D}, dtype);
+  x.dv = Tensor({s.B, s.T, s.K, s.D}, dtype);
+  return x;
+}
+
+// Rows [0, rows) of every tensor (and the cu_seqlens of those rows).
+void run(const KernelTable& table, const Tensors& x, const std::vector<int32_t>& cu_seqlens, int64_t rows, int64_t T,
+         bool backward) {
+  auto head = [rows](const Tensor& t) { return t.view().slice(0, 0, rows); };
+  std::vector<int32_t> cu;
+  for (int32_t boundary : cu_seqlens)
+    if (boundary <= rows * T) cu.push_back(boundary);
+  const AttentionParams params{.cu_seqlens = cu};
+  if (backward)
+    table.attention_backward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse), head(x.dout),
+                             head(x.dq), head(x.dk), head(x.dv));
+  else
+    table.attention_forward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = rf::bench::parse_threads(argc, argv);
+  if (threads < 0) {
+    std::fprintf(stderr, "usage: attention_bench [--threads N]   (N = 0: one thread per core)\n");
+    return 2;
+  }
+  const rf::ThreadPool pool(threads);
+  const KernelRegistry registry;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("# %s\n# OPENBLAS_CORETYPE=%s\n", pool.describe().c_str(), coretype ? coretype : "(unset)");
+  std::printf(
+      "# fused: median of %d-%d calls (about %.1f s) after a warm-up; ref: first row only, median of %d calls, "
+      "time x B\n",
+      kFusedMinReps, kFusedMaxReps, kFusedTargetSeconds, kRefReps);
+  const double peak = measure_gemm_peak_gflops(registry, DType::f32);
+  std::printf("RESULT peak f32_gemm_gflops=%.1f\n", peak);
+
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const KernelTable& fused = registry.table(KernelOp::attention, dtype);
+    for (const BenchCase& s : kCases) {
+      const Tensors x = make_tensors(s, dtype);
+      const std::vector<int32_t> cu = packed_cu_seqlens(s);
+      run(fused, x, cu, s.B, s.T, false);  // the saved out and lse the backward reads
+      for (bool backward : {false, true}) {
+        const double fused_s = median_seconds([&] { run(fused, x, cu, s.B, s.T, backward); }, 0);
+        const double ref_s =
+            median_seconds([&] { run(ref::table(), x, cu, 1, s.T, backward); }, kRefReps) * double(s.B);
+        const double flops = 2.0 * (backward ? 5 : 2) * double(s.D) * causal_pairs(s);
+        const double gflops = flops / fused_s * 1e-9;
+        const std::string line = fmt::format(
+            "RESULT attention {} {} {} B={} T={} H={} K={} D={} fused_ms={:.3f} ref_ms={:.1f} ratio_vs_ref={:.1f} "
+            "GFLOP/s={:.1f} %gemm_peak={:.1f} ({} config{}; fused={}; ref timed on B=1, time x{})",
+            backward ? "bwd" : "fwd", rf::dtype_name(dtype), s.doc_length ? "packed" : "unpacked", s.B, s.T, s.H, s.K,
+            s.D, fused_s * 1e3, ref_s * 1e3, ref_s / fused_s, gflops, 100.0 * gflops / peak, s.name,
+            s.doc_length ? fmt::format(", documents of {} tokens", s.doc_length) : "",
+            kernel_variant_name(fused.variant), s.B);
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
