@@ -13,5 +13,9 @@ Command add_info_command(CLI::App& app);
 Command add_sft_command(CLI::App& app);
 Command add_config_docs_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
+Command add_logprobs_command(CLI::App& app);
+Command add_init_model_command(CLI::App& app);
+Command add_convert_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 
 }  // namespace rf::apps

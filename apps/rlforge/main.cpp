@@ -13,6 +13,10 @@ int main(int argc, char** argv) {
       {"sft", rf::apps::add_sft_command(app)},
       {"config-docs", rf::apps::add_config_docs_command(app)},
       {"tokenize", rf::apps::add_tokenize_command(app)},
+      {"logprobs", rf::apps::add_logprobs_command(app)},
+      {"init-model", rf::apps::add_init_model_command(app)},
+      {"convert", rf::apps::add_convert_command(app)},
+      {"generate", rf::apps::add_generate_command(app)},
   };
   try {
     app.parse(argc, argv);

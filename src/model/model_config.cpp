@@ -46,6 +46,67 @@ Arch parse_arch(const nlohmann::json& json, const std::string& source) {
                                               source, model_type));
 }
 
+// The fields that change the maths and that rlforge does not implement, judged by their effective
+// value: what is refused is a setting that would make the model compute something else, not the
+// mere presence of a key (Qwen2.5 ships sliding_window: 32768 with use_sliding_window: false, and
+// full attention is what transformers runs then).
+void check_supported_maths(const nlohmann::json& json, const std::string& source) {
+  std::string act = "silu";
+  read_optional(json, source, "hidden_act", act);
+  if (act != "silu" && act != "swish")  // transformers' ACT2FN maps both to SiLU
+    throw ConfigError("hidden_act", fmt::format("in {}: '{}' is not supported: expected silu", source, act));
+  bool mlp_bias = false;
+  read_optional(json, source, "mlp_bias", mlp_bias);
+  if (mlp_bias) throw ConfigError("mlp_bias", fmt::format("in {}: MLP biases are not supported", source));
+
+  // rope_scaling: null, or {"rope_type" (older files: "type"): ..., "factor": ...}. The RoPE kernels
+  // take no scaled frequencies yet, so "linear" and "llama3" load only where they are the identity
+  // (factor 1: inv_freq / 1, and llama3's smoothing between inv_freq/1 and inv_freq is inv_freq).
+  if (auto it = json.find("rope_scaling"); it != json.end() && !it->is_null()) {
+    if (!it->is_object())
+      throw ConfigError("rope_scaling", fmt::format("in {}: expected null or an object, got {}", source, it->dump()));
+    const char* type_key = it->contains("rope_type") ? "rope_type" : "type";
+    const nlohmann::json type_json = it->value(type_key, nlohmann::json());
+    if (!type_json.is_string())
+      throw ConfigError("rope_scaling.rope_type", fmt::format("in {}: expected a string in {}", source, it->dump()));
+    const std::string type = type_json.get<std::string>();
+    if (type == "linear" || type == "llama3") {
+      const nlohmann::json factor = it->value("factor", nlohmann::json());
+      if (!factor.is_number() || factor.get<double>() != 1.0)
+        throw ConfigError("rope_scaling", fmt::format("in {}: rope_type '{}' with factor {} is not supported yet: the "
+                                                      "RoPE kernels have no scaled frequencies (only factor 1, the "
+                                                      "identity, loads)",
+                                                      source, type, factor.dump()));
+    } else if (type != "default") {
+      throw ConfigError("rope_scaling.rope_type", fmt::format("in {}: '{}' is not supported: expected default, "
+                                                              "linear or llama3",
+                                                              source, type));
+    }
+  }
+  double partial_rotary_factor = 1.0;
+  read_optional(json, source, "partial_rotary_factor", partial_rotary_factor);
+  if (partial_rotary_factor != 1.0)
+    throw ConfigError("partial_rotary_factor", fmt::format("in {}: {} is not supported: rotary embeddings cover the "
+                                                           "whole head (1.0)",
+                                                           source, partial_rotary_factor));
+
+  // Sliding windows: Qwen2/Qwen3 window attention only when use_sliding_window is true and the window
+  // is not null (an absent sliding_window is transformers' default, 4096); newer transformers also
+  // write the per-layer result as layer_types.
+  bool use_sliding_window = false;
+  read_optional(json, source, "use_sliding_window", use_sliding_window);
+  const auto window = json.find("sliding_window");
+  if (use_sliding_window && (window == json.end() || !window->is_null()))
+    throw ConfigError("use_sliding_window", fmt::format("in {}: true (sliding_window {}) is not supported: rlforge "
+                                                        "runs full causal attention; set it to false",
+                                                        source, window == json.end() ? "4096 by default" : window->dump()));
+  if (auto it = json.find("layer_types"); it != json.end() && it->is_array())
+    for (size_t l = 0; l < it->size(); ++l)
+      if ((*it)[l] != "full_attention")
+        throw ConfigError(fmt::format("layer_types[{}]", l),
+                          fmt::format("in {}: {} is not supported: expected full_attention", source, (*it)[l].dump()));
+}
+
 }  // namespace
 
 std::string arch_name(Arch arch) {
@@ -89,18 +150,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string
   if (c.arch != Arch::qwen2) read_optional(json, source, "attention_bias", c.attention_bias);
   c.qk_norm = c.arch == Arch::qwen3;
 
-  std::string act = "silu";
-  read_optional(json, source, "hidden_act", act);
-  if (act != "silu") throw ConfigError("hidden_act", fmt::format("in {}: '{}' is not supported: expected silu", source, act));
-  bool mlp_bias = false;
-  read_optional(json, source, "mlp_bias", mlp_bias);
-  if (mlp_bias) throw ConfigError("mlp_bias", fmt::format("in {}: MLP biases are not supported", source));
-  if (json.contains("rope_scaling") && !json["rope_scaling"].is_null())
-    throw ConfigError("rope_scaling", fmt::format("in {}: rope scaling {} is not supported yet", source,
-                                                  json["rope_scaling"].dump()));
-  bool sliding = false;
-  read_optional(json, source, "use_sliding_window", sliding);
-  if (sliding) throw ConfigError("use_sliding_window", fmt::format("in {}: sliding-window attention is not supported", source));
+  check_supported_maths(json, source);
   c.validate();
   return c;
 }

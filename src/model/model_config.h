@@ -1,6 +1,10 @@
 // ModelConfig: the architecture of a dense decoder, read from a Hugging Face `config.json`
 // (model_type llama, qwen2, qwen3). Fields keep HF's names. `validate()` reports the first bad
 // field as a ConfigError naming it (`num_key_value_heads: 3 does not divide num_attention_heads=8`).
+// from_json also refuses fields that change the maths and that rlforge does not implement, judged by
+// their effective value (use_sliding_window with a window, rope_scaling other than the identity,
+// hidden_act other than SiLU, ...; docs/models.md lists them). Fields it does not read are ignored
+// here; HfModelFolder (hf_folder.h) keeps them for export.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

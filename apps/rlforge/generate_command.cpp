@@ -1,0 +1,265 @@
+// `rlforge generate --model DIR (--prompt TEXT | --prompts FILE.jsonl) [--chat] [--max-new-tokens N]
+//  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--n N] [--out FILE] [--dtype f32|bf16]`:
+// samples completions from a Hugging Face model folder (config.json, weights, tokenizer.json,
+// tokenizer_config.json; generation_config.json when present) with engine/sampling.h.
+//   --prompt TEXT     prints each completion's text (with --n > 1, each after a "[sample j]" line)
+//   --prompts FILE    JSONL: each line a JSON string, or an object whose "prompt" is a string or a list
+//                     of chat messages [{"role": ..., "content": ...}] (verl's prompt column); writes one
+//                     JSON line per (prompt, sample) to --out (default stdout): prompt_index,
+//                     sample_index, prompt, response, response_ids, finish_reason, num_prompt_tokens
+//   --chat            a text prompt becomes one user message; messages always go through the chat
+//                     template of tokenizer_config.json (chat_template.h), with the generation prompt
+// Plain text is encoded with the tokenizer's post-processor (Llama-3 prepends <|begin_of_text|>, as
+// transformers' tokenizer(text) does); a rendered chat already carries what its template adds.
+// Generation stops at an eos id, taken as transformers' generate takes it: generation_config.json's
+// eos_token_id (a number or a list), else config.json's, else the tokenizer's eos_token; or after
+// --max-new-tokens. Ids the tokenizer has no text for (a model's padded vocabulary rows) are never drawn.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/rlforge/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "data/bpe_tokenizer.h"
+#include "data/chat_template.h"
+#include "engine/sampling.h"
+#include "formats/atomic_file.h"
+#include "model/hf_folder.h"
+#include "model/hf_weights.h"
+
+namespace rf::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GenerateOptions {
+  std::string model, prompt, prompts, out, dtype = "f32";
+  bool chat = false;
+  int64_t max_new_tokens = 64, n = 1;
+  engine::SamplingParams sampling;
+  int threads = 0;
+};
+
+// One prompt as given: text, or chat messages.
+struct Prompt {
+  nlohmann::json source;  // as it appeared in the input, echoed in the output
+  std::optional<std::string> text;
+  std::vector<data::ChatMessage> messages;
+  std::string where;  // "--prompt" or "<file>: line <k>", for errors
+};
+
+std::vector<data::ChatMessage> parse_messages(const nlohmann::json& list, const std::string& where) {
+  std::vector<data::ChatMessage> messages;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& m = list[i];
+    if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
+        !m["content"].is_string())
+      throw Error(fmt::format("{}: message {}: expected {{\"role\": string, \"content\": string}}, got {}", where, i,
+                              m.dump()));
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  if (messages.empty()) throw Error(fmt::format("{}: the message list is empty", where));
+  return messages;
+}
+
+std::vector<Prompt> read_prompts(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::vector<Prompt> prompts;
+  size_t line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("line {}", line_number);
+    try {
+      Prompt p;
+      p.where = fmt::format("{}: {}", path, where);
+      p.source = nlohmann::json::parse(line);
+      const nlohmann::json& value = p.source.is_object() && p.source.contains("prompt") ? p.source["prompt"] : p.source;
+      if (value.is_string()) {
+        p.text = value.get<std::string>();
+      } else if (value.is_array()) {
+        p.messages = parse_messages(value, where);
+      } else {
+        throw Error(fmt::format("{}: expected a JSON string, or an object whose \"prompt\" is a string or a list of "
+                                "chat messages, got {}",
+                                where, p.source.dump().substr(0, 80)));
+      }
+      prompts.push_back(std::move(p));
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(path, fmt::format("{}: not valid JSON: {}", where, e.what()));
+    } catch (const IoError&) {
+      throw;
+    } catch (const Error& e) {
+      throw IoError(path, e.what());
+    }
+  }
+  if (prompts.empty()) throw IoError(path, "no prompts (the file has no non-empty line)");
+  return prompts;
+}
+
+// transformers' rule: generation_config.json's eos_token_id, else config.json's, else the tokenizer's.
+std::vector<int64_t> eos_ids(const std::string& dir, const data::BpeTokenizer& tokenizer) {
+  const auto ids_of = [](const nlohmann::json& j, const std::string& path) -> std::optional<std::vector<int64_t>> {
+    if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return std::nullopt;
+    const nlohmann::json& v = j["eos_token_id"];
+    std::vector<int64_t> ids;
+    for (const nlohmann::json& id : v.is_array() ? v : nlohmann::json::array({v})) {
+      if (!id.is_number_integer()) throw IoError(path, fmt::format("eos_token_id: {} is not a token id", v.dump()));
+      ids.push_back(id.get<int64_t>());
+    }
+    return ids;
+  };
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    const std::string path = (fs::path(dir) / name).string();
+    if (!fs::exists(path)) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(model::read_file_bytes(path));
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
+    }
+    if (auto ids = ids_of(j, path)) return *ids;
+  }
+  if (tokenizer.eos_id()) return {*tokenizer.eos_id()};
+  return {};
+}
+
+int run_generate(const GenerateOptions& o, bool from_file) {
+  o.sampling.validate();
+  if (o.max_new_tokens <= 0) throw Error(fmt::format("--max-new-tokens: must be positive, got {}", o.max_new_tokens));
+  if (o.n <= 0) throw Error(fmt::format("--n: must be positive, got {}", o.n));
+  const ThreadPool pool(o.threads);
+  const std::string config_path = (fs::path(o.model) / "config.json").string();
+  if (!fs::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
+  const model::ModelConfig config = model::ModelConfig::from_file(config_path);
+  const data::BpeTokenizer tokenizer = data::BpeTokenizer::load(o.model);
+  const std::vector<int64_t> stop_ids = eos_ids(o.model, tokenizer);
+
+  std::vector<Prompt> prompts;
+  if (from_file) {
+    prompts = read_prompts(o.prompts);
+  } else {
+    prompts.push_back(Prompt{nlohmann::json(o.prompt), o.prompt, {}, "--prompt"});
+  }
+  std::optional<data::ChatTemplate> chat_template;
+  std::vector<std::vector<int64_t>> prompt_ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Prompt& p = prompts[i];
+    if (o.chat && p.text) p.messages = {{"user", *p.text}};
+    if (!p.messages.empty() && !chat_template) chat_template = data::ChatTemplate::from_config(tokenizer.config());
+    std::vector<int64_t> ids;
+    try {
+      ids = p.messages.empty()
+                ? tokenizer.encode(*p.text, data::AddSpecialTokens::yes)
+                : tokenizer.encode(chat_template->render(p.messages, data::GenerationPrompt::yes),
+                                   data::AddSpecialTokens::no);
+    } catch (const Error& e) {  // a role the template cannot render, text that is not UTF-8
+      throw Error(fmt::format("{}: {}", p.where, e.what()));
+    }
+    if (ids.empty()) throw Error(fmt::format("{}: no tokens (an empty prompt and no bos to start from)", p.where));
+    for (int64_t id : ids)
+      if (id >= config.vocab_size)
+        throw Error(fmt::format("{}: token id {} is outside the model's vocabulary [0, {})", p.where, id,
+                                config.vocab_size));
+    if (int64_t(ids.size()) + o.max_new_tokens > config.max_position_embeddings)
+      throw Error(fmt::format("{}: {} tokens + --max-new-tokens {} exceed max_position_embeddings {}", p.where,
+                              ids.size(), o.max_new_tokens, config.max_position_embeddings));
+    prompt_ids.push_back(std::move(ids));
+  }
+
+  const DType dtype = parse_dtype(o.dtype);
+  const kernels::KernelRegistry kernels;
+  dist::ParallelContext parallel = dist::ParallelContext::single_process();
+  model::ParamStore params(model::ParamLayout::for_model(config), dtype);
+  model::load_hf_weights(params, o.model);
+  model::CausalLm lm(config, params, nullptr, kernels, parallel);
+
+  // Requests in order (prompt, sample), decoded in batches of a bounded token count (the logits of
+  // every position are kept: N x V).
+  constexpr int64_t kBatchTokens = 4096;
+  std::vector<engine::SampleRequest> requests;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int64_t j = 0; j < o.n; ++j) requests.push_back({prompt_ids[i], uint64_t(i), uint64_t(j)});
+  int64_t capacity = 0;
+  for (const auto& r : requests) capacity = std::max(capacity, int64_t(r.prompt.size()) + o.max_new_tokens);
+  capacity = std::max(capacity, std::min<int64_t>(kBatchTokens, capacity * int64_t(requests.size())));
+  lm.reserve(capacity);
+  const int64_t num_candidates = std::min(config.vocab_size, tokenizer.vocab_size());
+
+  std::vector<engine::SampledSequence> results;
+  for (size_t begin = 0; begin < requests.size();) {
+    size_t end = begin;
+    int64_t tokens = 0;
+    while (end < requests.size() && (end == begin || tokens + int64_t(requests[end].prompt.size()) + o.max_new_tokens <= capacity))
+      tokens += int64_t(requests[end++].prompt.size()) + o.max_new_tokens;
+    const std::vector<engine::SampleRequest> batch(requests.begin() + int64_t(begin), requests.begin() + int64_t(end));
+    for (auto& r : engine::sample_decode(lm, batch, o.max_new_tokens, stop_ids, num_candidates, o.sampling))
+      results.push_back(std::move(r));
+    begin = end;
+  }
+
+  const auto response_text = [&](const engine::SampledSequence& s) {
+    std::span<const int64_t> ids = s.ids;
+    if (s.finish_reason == engine::FinishReason::stop) ids = ids.first(ids.size() - 1);
+    return tokenizer.decode(ids, data::SpecialTokens::skip);
+  };
+  if (!from_file) {
+    for (size_t k = 0; k < results.size(); ++k) {
+      if (o.n > 1) std::printf("[sample %zu]\n", k);
+      std::printf("%s\n", response_text(results[k]).c_str());
+    }
+    return 0;
+  }
+  std::string jsonl;
+  for (size_t k = 0; k < results.size(); ++k) {
+    const engine::SampleRequest& r = requests[k];
+    jsonl += nlohmann::json{{"prompt_index", r.request},
+                            {"sample_index", r.sample},
+                            {"prompt", prompts[r.request].source},
+                            {"response", response_text(results[k])},
+                            {"response_ids", results[k].ids},
+                            {"finish_reason", engine::finish_reason_name(results[k].finish_reason)},
+                            {"num_prompt_tokens", r.prompt.size()}}
+                 .dump() +
+             "\n";
+  }
+  if (o.out.empty())
+    std::fputs(jsonl.c_str(), stdout);
+  else
+    formats::write_file_atomically(o.out, jsonl);
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "sample completions from a Hugging Face model folder");
+  auto o = std::make_shared<GenerateOptions>();
+  cmd->add_option("--model", o->model, "Hugging Face model folder with tokenizer.json")->required();
+  auto* prompt = cmd->add_option("--prompt", o->prompt, "one prompt; its completions are printed");
+  auto* prompts = cmd->add_option("--prompts", o->prompts, "JSONL of prompts (strings or {\"prompt\": ...})");
+  prompt->excludes(prompts);
+  cmd->add_flag("--chat", o->chat, "render text prompts as a user message with the chat template");
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate at most");
+  cmd->add_option("--temperature", o->sampling.temperature, "logits are divided by it; 0: greedy");
+  cmd->add_option("--top-k", o->sampling.top_k, "keep the k most likely tokens (<= 0: all)");
+  cmd->add_option("--top-p", o->sampling.top_p, "keep the most likely tokens up to this probability mass");
+  cmd->add_option("--seed", o->sampling.seed, "seed of the draws");
+  cmd->add_option("--n", o->n, "samples per prompt");
+  cmd->add_option("--out", o->out, "with --prompts: the JSONL file to write (default: stdout)")->needs(prompts);
+  cmd->add_option("--dtype", o->dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--threads", o->threads, "OpenMP threads (0: one per core)");
+  return [o, prompt, prompts] {
+    if (prompt->count() + prompts->count() != 1) throw Error("generate: give the input with --prompt or --prompts");
+    return run_generate(*o, prompts->count() > 0);
+  };
+}
+
+}  // namespace rf::apps

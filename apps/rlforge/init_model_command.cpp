@@ -1,0 +1,174 @@
+// `rlforge init-model --arch {llama,qwen2,qwen3} --out DIR --seed S [--vocab N --hidden C --layers L
+//  --heads H --kv-heads K --head-dim D --ffn F --tie 0|1 --dtype f32|bf16 --tokenizer DIR]`: a new
+// Hugging Face model folder with random weights (HF's initialisation: N(0, 0.02) linear and embedding
+// weights, RMSNorm gains 1, biases 0; param_init.h), config.json and generation_config.json, and a
+// tokenizer: a copy of --tokenizer's files, or a byte-level BPE one built for the family
+// (tokenizer_builder.h). The same arguments give the same bytes. DIR must not exist or be empty.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/rlforge/command_util.h"
+#include "apps/rlforge/commands.h"
+#include "apps/rlforge/tokenizer_builder.h"
+#include "core/error.h"
+#include "data/bpe_tokenizer.h"
+#include "model/hf_folder.h"
+#include "model/param_init.h"
+
+namespace rf::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct InitModelOptions {
+  std::string arch, out, tokenizer, dtype = "f32";
+  uint64_t seed = 0;
+  int64_t vocab = 0;  // 0: the tokenizer's size (a copied one), or 1024 (a built one)
+  int64_t hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 0, ffn = 172;
+  int tie = 1;
+  int64_t max_position_embeddings = 4096;
+};
+
+model::Arch parse_arch(const std::string& name) {
+  if (name == "llama") return model::Arch::llama;
+  if (name == "qwen2") return model::Arch::qwen2;
+  if (name == "qwen3") return model::Arch::qwen3;
+  throw Error(fmt::format("--arch '{}': expected llama, qwen2 or qwen3", name));
+}
+
+// The HF config.json of the new model: the fields ModelConfig uses plus what transformers writes for
+// the family (Qwen2.5's sliding_window with use_sliding_window false, attention_dropout, use_cache).
+nlohmann::json make_config_json(const InitModelOptions& o, model::Arch arch, int64_t vocab, std::optional<int64_t> bos,
+                                int64_t eos, DType dtype) {
+  const int64_t head_dim = o.head_dim > 0 ? o.head_dim : (o.heads > 0 ? o.hidden / o.heads : 0);
+  nlohmann::json j = {
+      {"architectures", {arch == model::Arch::llama   ? "LlamaForCausalLM"
+                         : arch == model::Arch::qwen2 ? "Qwen2ForCausalLM"
+                                                      : "Qwen3ForCausalLM"}},
+      {"model_type", model::arch_name(arch)},
+      {"vocab_size", vocab},
+      {"hidden_size", o.hidden},
+      {"intermediate_size", o.ffn},
+      {"num_hidden_layers", o.layers},
+      {"num_attention_heads", o.heads},
+      {"num_key_value_heads", o.kv_heads},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", 1e-06},
+      {"rope_theta", arch == model::Arch::llama ? 500000.0 : 1000000.0},
+      {"rope_scaling", nullptr},
+      {"max_position_embeddings", o.max_position_embeddings},
+      {"tie_word_embeddings", o.tie != 0},
+      {"initializer_range", 0.02},
+      {"attention_dropout", 0.0},
+      {"use_cache", true},
+      {"eos_token_id", eos},
+      {"torch_dtype", model::torch_dtype_name(dtype)},
+  };
+  if (bos) j["bos_token_id"] = *bos;
+  // Qwen2 derives head_dim from hidden / heads and has no such field; Llama and Qwen3 state it.
+  if (arch != model::Arch::qwen2 || o.head_dim > 0) j["head_dim"] = head_dim;
+  if (arch == model::Arch::llama) {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  } else {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = o.max_position_embeddings;
+    j["max_window_layers"] = o.layers;
+    if (arch == model::Arch::qwen3) j["attention_bias"] = false;
+  }
+  return j;
+}
+
+int run_init_model(const InitModelOptions& o) {
+  const model::Arch arch = parse_arch(o.arch);
+  const DType dtype = parse_dtype(o.dtype);
+  if (o.tie != 0 && o.tie != 1) throw Error(fmt::format("--tie {}: expected 0 or 1", o.tie));
+  require_new_folder(o.out, "--out");
+
+  std::map<std::string, std::string> tokenizer_files;
+  int64_t vocab = o.vocab;
+  std::optional<int64_t> bos;
+  int64_t eos = 0;
+  std::vector<int64_t> generation_eos;
+  std::optional<int64_t> pad;
+  if (!o.tokenizer.empty()) {
+    const data::BpeTokenizer tokenizer = data::BpeTokenizer::load(o.tokenizer);  // checks what is copied
+    if (vocab == 0) vocab = tokenizer.vocab_size();
+    if (vocab < tokenizer.vocab_size())
+      throw Error(fmt::format("--vocab {} is smaller than the {} ids of the tokenizer in {}", vocab,
+                              tokenizer.vocab_size(), o.tokenizer));
+    if (!tokenizer.eos_id()) throw IoError(o.tokenizer, "the tokenizer has no eos_token (tokenizer_config.json)");
+    bos = tokenizer.bos_id();
+    eos = *tokenizer.eos_id();
+    generation_eos = {eos};
+    pad = tokenizer.pad_id();
+    for (const char* name : model::kHfSideFiles) {
+      const fs::path path = fs::path(o.tokenizer) / name;
+      if (std::string_view(name) != "generation_config.json" && fs::exists(path))
+        tokenizer_files[name] = model::read_file_bytes(path.string());
+    }
+  } else {
+    if (vocab == 0) vocab = 1024;
+    const BuiltTokenizer built = build_byte_level_tokenizer(arch, vocab, o.max_position_embeddings);
+    tokenizer_files = built.files;
+    bos = built.bos_id;
+    eos = built.eos_id;
+    generation_eos = built.generation_eos_ids;
+    pad = built.pad_id;
+  }
+
+  const nlohmann::json config_json = make_config_json(o, arch, vocab, bos, eos, dtype);
+  model::HfModelFolder folder;
+  try {
+    folder.config = model::ModelConfig::from_json(config_json, "the new config.json");
+  } catch (const ConfigError& e) {  // name the option as well as the config.json field
+    static const std::map<std::string, std::string> kOptionOf = {
+        {"vocab_size", "--vocab"},          {"hidden_size", "--hidden"}, {"num_hidden_layers", "--layers"},
+        {"num_attention_heads", "--heads"}, {"num_key_value_heads", "--kv-heads"}, {"head_dim", "--head-dim"},
+        {"intermediate_size", "--ffn"}};
+    const auto it = kOptionOf.find(e.key_path());
+    throw Error(fmt::format("init-model: {} ({}): {}", it == kOptionOf.end() ? std::string("model shape") : it->second,
+                            e.key_path(), e.detail()));
+  }
+  folder.config_json = config_json;
+  folder.side_files = tokenizer_files;
+  nlohmann::json generation = {{"eos_token_id", generation_eos.size() == 1 ? nlohmann::json(generation_eos[0])
+                                                                           : nlohmann::json(generation_eos)}};
+  if (bos) generation["bos_token_id"] = *bos;
+  if (pad) generation["pad_token_id"] = *pad;
+  folder.side_files["generation_config.json"] = model::hf_config_text(generation);
+  folder.weight_metadata = {{"format", "pt"}};
+
+  model::ParamStore params(model::ParamLayout::for_model(folder.config), DType::f32);
+  model::init_params(params, folder.config, o.seed);
+  model::write_hf_folder(o.out, folder, params, model::HfExportOptions{.dtype = dtype});
+  std::printf("init-model: %s (%lld parameters, %s) -> %s\n", folder.config.describe().c_str(),
+              (long long)params.layout().num_parameters(), std::string(dtype_name(dtype)).c_str(), o.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_init_model_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("init-model", "write a new Hugging Face model folder with random weights");
+  auto o = std::make_shared<InitModelOptions>();
+  cmd->add_option("--arch", o->arch, "llama, qwen2 or qwen3")->required();
+  cmd->add_option("--out", o->out, "the folder to create (must not exist or be empty)")->required();
+  cmd->add_option("--seed", o->seed, "seed of the weights")->required();
+  cmd->add_option("--vocab", o->vocab, "vocab_size (default: the tokenizer's size, or 1024 for a built one)");
+  cmd->add_option("--hidden", o->hidden, "hidden_size");
+  cmd->add_option("--layers", o->layers, "num_hidden_layers");
+  cmd->add_option("--heads", o->heads, "num_attention_heads");
+  cmd->add_option("--kv-heads", o->kv_heads, "num_key_value_heads");
+  cmd->add_option("--head-dim", o->head_dim, "head_dim (default hidden / heads)");
+  cmd->add_option("--ffn", o->ffn, "intermediate_size");
+  cmd->add_option("--tie", o->tie, "tie_word_embeddings: 1 (shared embedding and LM head) or 0");
+  cmd->add_option("--dtype", o->dtype, "weights dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--max-position-embeddings", o->max_position_embeddings, "max_position_embeddings");
+  cmd->add_option("--tokenizer", o->tokenizer, "copy this folder's tokenizer files instead of building one");
+  return [o] { return run_init_model(*o); };
+}
+
+}  // namespace rf::apps

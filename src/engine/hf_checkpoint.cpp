@@ -1,0 +1,131 @@
+#include "engine/hf_checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "model/hf_weights.h"
+
+namespace rf::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWeightsComponent = "actor";  // where TrainEngine::save_checkpoint puts the weights
+constexpr const char* kHfComponent = "huggingface";
+constexpr const char* kHfFolderDoc = "hf_folder";
+
+nlohmann::json read_json_text(const std::string& path) {
+  try {
+    return nlohmann::json::parse(model::read_file_bytes(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+CheckpointStep locate_checkpoint_step(const std::string& path_text) {
+  fs::path path = fs::absolute(path_text).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "global_step_3/"
+  if (fs::exists(path / checkpoint::kManifestFileName)) {
+    const std::string name = path.filename().string();
+    const std::string prefix = "global_step_";
+    int64_t step = -1;
+    if (name.starts_with(prefix)) std::from_chars(name.data() + prefix.size(), name.data() + name.size(), step);
+    if (step < 0) throw IoError(path_text, "a checkpoint step folder must be named global_step_<k>");
+    return {path.parent_path().string(), step};
+  }
+  const std::optional<int64_t> latest = checkpoint::CheckpointReader::latest_step(path_text);
+  if (!latest)
+    throw IoError(path_text, fmt::format("neither a Hugging Face model folder (no config.json) nor a native checkpoint "
+                                         "(no {} or {})",
+                                         checkpoint::kLatestFileName, checkpoint::kManifestFileName));
+  return {path_text, *latest};
+}
+
+void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& target, std::optional<DType> dtype) {
+  const model::HfModelFolder folder = model::HfModelFolder::open(hf_dir);
+  model::ParamStore params(model::ParamLayout::for_model(folder.config), folder.exact_store_dtype());
+  model::load_hf_weights(params, hf_dir);
+
+  std::vector<Tensor> owned;
+  std::vector<checkpoint::ShardedTensor> shards;
+  nlohmann::json dtypes = nlohmann::json::object();
+  owned.reserve(params.layout().entries().size());
+  for (const model::ParamEntry& e : params.layout().entries()) {
+    const DType stored = dtype.value_or(folder.weight_dtypes.at(e.name));
+    owned.push_back(clone(params.get(e.name), stored));
+    shards.push_back(checkpoint::whole_tensor(e.name, owned.back()));
+    dtypes[e.name] = model::torch_dtype_name(stored);
+  }
+  nlohmann::json config_json = folder.config_json;
+  if (dtype) config_json[config_json.contains("dtype") ? "dtype" : "torch_dtype"] = model::torch_dtype_name(*dtype);
+
+  checkpoint::CheckpointWriter writer(target.root, target.step);
+  writer.add_tensors(kWeightsComponent, "model", shards);
+  writer.add_file(kHfComponent, "config.json", model::hf_config_text(config_json));
+  for (const auto& [name, contents] : folder.side_files) writer.add_file(kHfComponent, name, contents);
+  writer.add_json(kHfComponent, kHfFolderDoc,
+                  nlohmann::json{{"weight_dtypes", dtypes}, {"weight_metadata", folder.weight_metadata}});
+  writer.commit();
+}
+
+void checkpoint_to_hf_folder(const CheckpointStep& source, const std::string& hf_dir,
+                             const model::HfExportOptions& options) {
+  const checkpoint::CheckpointReader reader(source.root, source.step);
+  const std::vector<std::string> components = reader.components();
+  const auto has = [&](const char* c) { return std::find(components.begin(), components.end(), c) != components.end(); };
+  const fs::path hf_part = fs::path(reader.step_dir()) / kHfComponent;
+
+  model::HfModelFolder folder;
+  if (has(kHfComponent) && fs::exists(hf_part / "config.json")) {
+    const std::string path = (hf_part / "config.json").string();
+    folder.config_json = read_json_text(path);
+    folder.config = model::ModelConfig::from_json(folder.config_json, path);
+    for (const char* name : model::kHfSideFiles)
+      if (fs::exists(hf_part / name)) folder.side_files[name] = model::read_file_bytes((hf_part / name).string());
+  } else if (has(kWeightsComponent)) {
+    const nlohmann::json state = reader.read_json(kWeightsComponent, "engine_state");
+    const std::string path = (fs::path(reader.step_dir()) / kWeightsComponent / "engine_state.json").string();
+    if (!state.contains("model_config")) throw IoError(path, "model_config: missing");
+    folder.config_json = state.at("model_config");
+    folder.config = model::ModelConfig::from_json(folder.config_json, path);
+  } else {
+    throw IoError(reader.step_dir(), fmt::format("no {} or {} component: no model weights to convert",
+                                                 kWeightsComponent, kHfComponent));
+  }
+
+  // Each weight's dtype: as recorded by a folder -> step conversion, else torch_dtype, else f32.
+  const model::ParamLayout layout = model::ParamLayout::for_model(folder.config);
+  DType fallback = DType::f32;
+  if (const auto it = folder.config_json.find("torch_dtype"); it != folder.config_json.end() && it->is_string())
+    fallback = model::dtype_from_torch_name(it->get<std::string>()).value_or(DType::f32);
+  for (const model::ParamEntry& e : layout.entries()) folder.weight_dtypes[e.name] = fallback;
+  folder.weight_metadata = {{"format", "pt"}};
+  const std::string doc_path = (hf_part / (std::string(kHfFolderDoc) + ".json")).string();
+  if (has(kHfComponent) && fs::exists(doc_path)) {
+    const nlohmann::json recorded = reader.read_json(kHfComponent, kHfFolderDoc);
+    try {
+      for (const auto& [name, dtype_name] : recorded.at("weight_dtypes").items()) {
+        const auto dtype = model::dtype_from_torch_name(dtype_name.get<std::string>());
+        if (!dtype) throw IoError(doc_path, fmt::format("weight_dtypes['{}']: unknown dtype {}", name, dtype_name.dump()));
+        if (folder.weight_dtypes.count(name)) folder.weight_dtypes[name] = *dtype;
+      }
+      folder.weight_metadata = recorded.at("weight_metadata").get<std::map<std::string, std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(doc_path, fmt::format("malformed: {}", e.what()));
+    }
+  }
+
+  const char* component = has(kWeightsComponent) ? kWeightsComponent : kHfComponent;
+  model::ParamStore params(layout, folder.exact_store_dtype());
+  for (const model::ParamEntry& e : layout.entries()) reader.read_tensor(component, e.name, params.get(e.name));
+  model::write_hf_folder(hf_dir, folder, params, options);
+}
+
+}  // namespace rf::engine

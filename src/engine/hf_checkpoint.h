@@ -1,0 +1,40 @@
+// Hugging Face model folder <-> native checkpoint step (DESIGN §6), behind `rlforge convert`.
+//   folder -> step  <root>/global_step_<k>/: actor/model.safetensors (the weights by HF name, where
+//                   TrainEngine keeps its weights) and huggingface/ (config.json, the side files, and
+//                   the JSON document hf_folder: each weight's stored dtype and the weight files'
+//                   __metadata__), so that converting back gives the original folder bit for bit. No
+//                   optimizer state: a model to export, inspect or start from, not a run to resume.
+//   step -> folder  the weights assembled by CheckpointReader from whatever shards the step holds
+//                   (any parallel layout: each tensor's region is read from the shards that overlap it),
+//                   from component actor (else huggingface); config.json and the side files from
+//                   huggingface/ when the step has them (sft checkpoints and converted ones do), else
+//                   the model config TrainEngine recorded in actor/engine_state. Each weight's dtype:
+//                   as recorded in hf_folder, else config.json's torch_dtype, else f32.
+// Not here: choosing what to convert from a command line (apps/rlforge/convert_command.cpp).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/hf_folder.h"
+
+namespace rf::engine {
+
+struct CheckpointStep {
+  std::string root;  // the folder holding latest_checkpointed_iteration.txt and global_step_<k>/
+  int64_t step = 0;
+};
+
+// A checkpoint root (its latest step) or one global_step_<k> folder (with manifest.json); IoError
+// naming `path` when it is neither.
+CheckpointStep locate_checkpoint_step(const std::string& path);
+
+// Writes the folder at `hf_dir` as step `step` of the checkpoint at `root`; `dtype` sets every
+// weight's dtype (nullopt: each keeps its stored dtype).
+void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& target, std::optional<DType> dtype);
+
+// Writes the step's model as a Hugging Face folder at `hf_dir`.
+void checkpoint_to_hf_folder(const CheckpointStep& source, const std::string& hf_dir,
+                             const model::HfExportOptions& options);
+
+}  // namespace rf::engine

@@ -1,0 +1,184 @@
+#include "model/hf_folder.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "formats/atomic_file.h"
+#include "formats/safetensors_folder.h"
+#include "formats/safetensors_folder_writer.h"
+#include "model/param_layout.h"
+
+namespace rf::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& path) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
+  }
+}
+
+// transformers >= 4.56 writes "dtype" where older versions wrote "torch_dtype"; both are kept up to date.
+void set_dtype_fields(nlohmann::json& config_json, DType dtype) {
+  bool set = false;
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!config_json.contains(key)) continue;
+    config_json[key] = torch_dtype_name(dtype);
+    set = true;
+  }
+  if (!set) config_json["torch_dtype"] = torch_dtype_name(dtype);
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) throw IoError(path, "read failed");
+  return contents.str();
+}
+
+std::string torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
+    case DType::f64: return "float64";
+    default: break;
+  }
+  RF_CHECK(false, "{} is not a floating dtype for model weights", dtype_name(dtype));
+  return {};
+}
+
+std::optional<DType> dtype_from_torch_name(const std::string& name) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64})
+    if (torch_dtype_name(dtype) == name) return dtype;
+  return std::nullopt;
+}
+
+std::string hf_config_text(const nlohmann::json& config_json) {
+  // nlohmann::json keeps object keys sorted and formats numbers as Python's repr does (shortest
+  // round-trip), so with Python's ensure_ascii this is json.dumps(indent=2, sort_keys=True).
+  return config_json.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
+}
+
+HfModelFolder HfModelFolder::open(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw IoError(dir, "not a folder (expected a Hugging Face model folder)");
+  HfModelFolder folder;
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(config_path, ec)) throw IoError(config_path, "missing: a model folder needs config.json");
+  folder.config_json = parse_json_text(read_file_bytes(config_path), config_path);
+  folder.config = ModelConfig::from_json(folder.config_json, config_path);
+
+  const formats::SafetensorsFolder weights(dir);
+  const ParamLayout layout = ParamLayout::for_model(folder.config);
+  for (const ParamEntry& e : layout.entries()) {
+    if (!weights.contains(e.name)) throw IoError(dir, fmt::format("weights are missing tensor '{}'", e.name));
+    const DType dtype = weights.entry(e.name).dtype;
+    if (!is_floating(dtype))
+      throw IoError(weights.file_of(e.name).path(),
+                    fmt::format("tensor '{}' is {}: model weights must be floating point", e.name, dtype_name(dtype)));
+    folder.weight_dtypes[e.name] = dtype;
+  }
+  // Shards of one save carry the same __metadata__; the first file's stands for all.
+  if (const std::vector<std::string> names = weights.names(); !names.empty())
+    folder.weight_metadata = weights.file_of(names.front()).metadata();
+
+  for (const char* name : kHfSideFiles) {
+    const std::string path = (fs::path(dir) / name).string();
+    if (!fs::exists(path, ec)) continue;
+    std::string contents = read_file_bytes(path);
+    // Small JSON files are checked here so that a broken one is named now, not when a later tool
+    // reads the copy; tokenizer.json (megabytes) is the tokenizer's to check.
+    if (std::string_view(name).ends_with(".json") && std::string_view(name) != "tokenizer.json")
+      parse_json_text(contents, path);
+    folder.side_files.emplace(name, std::move(contents));
+  }
+  return folder;
+}
+
+HfModelFolder HfModelFolder::for_config(const ModelConfig& config, DType dtype) {
+  HfModelFolder folder;
+  folder.config = config;
+  folder.config.torch_dtype = torch_dtype_name(dtype);
+  folder.config_json = folder.config.to_json();
+  const ParamLayout layout = ParamLayout::for_model(config);
+  for (const ParamEntry& e : layout.entries()) folder.weight_dtypes[e.name] = dtype;
+  folder.weight_metadata = {{"format", "pt"}};  // what transformers writes: safetensors' torch loader expects it
+  return folder;
+}
+
+DType HfModelFolder::exact_store_dtype() const {
+  for (const auto& [name, dtype] : weight_dtypes)
+    if (dtype == DType::f64) return DType::f64;
+  return DType::f32;
+}
+
+std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFolder& folder, const ParamStore& params,
+                                         const HfExportOptions& options) {
+  const ParamLayout expected = ParamLayout::for_model(folder.config);
+  const ParamLayout& layout = params.layout();
+  RF_CHECK(layout.entries().size() == expected.entries().size(),
+           "the weights do not match the config: {} tensors, where {} implies {}", layout.entries().size(),
+           folder.config.describe(), expected.entries().size());
+  for (const ParamEntry& e : expected.entries())
+    RF_CHECK(layout.contains(e.name) && layout.entry(e.name).shape == e.shape,
+             "the weights do not match the config: tensor '{}' should be {}", e.name, e.shape.to_string());
+  if (options.dtype)
+    RF_CHECK(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::f16 ||
+                 options.dtype == DType::f64,
+             "export dtype {}: expected f32, bf16, f16 or f64", dtype_name(*options.dtype));
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec)) throw IoError(dir, "cannot create the model folder");
+
+  // Tensors already in the export dtype are written from the store's memory; the rest are converted
+  // copies (one at a time would be leaner, but the writer takes the whole set to plan the shards).
+  std::vector<Tensor> converted;
+  converted.reserve(layout.entries().size());
+  std::vector<std::pair<std::string, TensorView>> tensors;
+  for (const ParamEntry& e : layout.entries()) {
+    DType dtype = params.dtype();
+    if (options.dtype) {
+      dtype = *options.dtype;
+    } else {
+      const auto it = folder.weight_dtypes.find(e.name);
+      RF_CHECK(it != folder.weight_dtypes.end(), "no stored dtype for tensor '{}' (give an export dtype)", e.name);
+      dtype = it->second;
+    }
+    const TensorView view = params.get(e.name);
+    if (dtype == view.dtype()) {
+      tensors.emplace_back(e.name, view);
+    } else {
+      converted.push_back(clone(view, dtype));
+      tensors.emplace_back(e.name, converted.back().view());
+    }
+  }
+  std::vector<std::string> written =
+      formats::write_safetensors_folder(dir, tensors, options.max_shard_bytes, folder.weight_metadata);
+
+  for (const auto& [name, contents] : folder.side_files) {
+    formats::write_file_atomically((fs::path(dir) / name).string(), contents);
+    written.push_back(name);
+  }
+  nlohmann::json config_json = folder.config_json;
+  if (options.dtype) set_dtype_fields(config_json, *options.dtype);
+  formats::write_file_atomically((fs::path(dir) / "config.json").string(), hf_config_text(config_json));
+  written.push_back("config.json");
+  return written;
+}
+
+}  // namespace rf::model
