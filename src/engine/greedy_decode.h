@@ -1,6 +1,7 @@
-// Greedy decoding by full recompute: each new token re-runs the whole packed batch of prompts and
-// takes the argmax of the last position's logits. O(length^2) work, which is fine for evaluating
-// short answers; the rollout engine (paged KV cache, continuous batching, sampling) is its own piece.
+// Greedy decoding by full recompute: sample_decode (sampling.h) at temperature 0, i.e. the argmax of
+// the last position's logits over the whole vocabulary, first maximum on ties. O(length^2) work,
+// which is fine for evaluating short answers; the rollout engine (paged KV cache, continuous
+// batching) is its own piece.
 #pragma once
 
 #include <vector>

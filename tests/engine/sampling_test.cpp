@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "core/element_access.h"
-#include "engine/greedy_decode.h"
 #include "model/param_init.h"
 
 namespace rf::engine {
@@ -115,14 +114,27 @@ class SampleDecode : public ::testing::Test {
   model::CausalLm model_;
 };
 
+// Temperature 0 against an argmax computed here, one sequence and one forward at a time, over the
+// allowed candidates (first maximum on ties, as torch.argmax), stopping after the eos id.
 TEST_F(SampleDecode, TemperatureZeroIsGreedyDecoding) {
   const auto reqs = requests();
-  std::vector<std::vector<int64_t>> prompts;
-  for (const auto& r : reqs) prompts.push_back(r.prompt);
   const std::vector<int64_t> eos = {29};
-  const auto greedy = greedy_decode(model_, prompts, 12, eos[0]);
-  const auto sampled = sample_decode(model_, reqs, 12, eos, 30, {.temperature = 0});
-  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(sampled[i].ids, greedy[i]) << "request " << i;
+  constexpr int64_t kCandidates = 30, kMaxNew = 12;
+  const auto sampled = sample_decode(model_, reqs, kMaxNew, eos, kCandidates, {.temperature = 0});
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::vector<int64_t> sequence = reqs[i].prompt, expected;
+    while (int64_t(expected.size()) < kMaxNew && (expected.empty() || expected.back() != eos[0])) {
+      const model::PackedSequences packed = model::pack_sequences({sequence});
+      const model::ModelOutputs out = model_.forward(packed.inputs(), model::EntropyOutput::skip);
+      const TensorView last = out.logits_NV.select(0, int64_t(sequence.size()) - 1);
+      int64_t best = 0;
+      for (int64_t v = 1; v < kCandidates; ++v)
+        if (load_f64(last, v * last.stride(0)) > load_f64(last, best * last.stride(0))) best = v;
+      sequence.push_back(best);
+      expected.push_back(best);
+    }
+    EXPECT_EQ(sampled[i].ids, expected) << "request " << i;
+  }
 }
 
 TEST_F(SampleDecode, DrawsDependOnlyOnSeedRequestAndSample) {
