@@ -6,7 +6,7 @@
 //     ref_ms=.. ratio_vs_ref=.. GFLOP/s=.. %gemm_peak=..
 // FLOPs count the causal in-document (query, key) pairs only: 2 GEMMs (QK^T, PV) forward, 5 backward
 // (QK^T recomputed, dO V^T, P^T dO, dS^T Q, dS K), 2 D FLOPs per pair each. %gemm_peak is against the
-// machine's f32 GEMM rate measured at start (measure_gemm_peak_gflops), for both dtypes.
+// machine's f32 GEMM rate measured at start (measure_gemm_peak), for both dtypes.
 //   usage: attention_bench [--threads N]   (default: one thread per core)
 // Timing: fused = the median of 7-50 calls (about 0.3 s) after a warm-up call. `ref` is naive and
 // single-threaded: it runs on the first row only (its cost is linear in B), median of 3 calls, times
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       "# fused: median of %d-%d calls (about %.1f s) after a warm-up; ref: first row only, median of %d calls, "
       "time x B\n",
       kFusedMinReps, kFusedMaxReps, kFusedTargetSeconds, kRefReps);
-  const double peak = measure_gemm_peak_gflops(registry, DType::f32);
+  const double peak = measure_gemm_peak(DType::f32).best();
   std::printf("RESULT peak f32_gemm_gflops=%.1f\n", peak);
 
   for (DType dtype : {DType::f32, DType::bf16}) {

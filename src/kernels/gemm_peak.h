@@ -15,8 +15,4 @@ struct GemmPeak {
 
 GemmPeak measure_gemm_peak(DType dtype);
 
-// measure_gemm_peak(dtype).best(): the registry argument is not used (the peak is the machine's,
-// whichever kernels a run picked); kept while callers move to measure_gemm_peak.
-inline double measure_gemm_peak_gflops(const KernelRegistry&, DType dtype) { return measure_gemm_peak(dtype).best(); }
-
 }  // namespace rf::kernels
