@@ -4,6 +4,10 @@
 // "tiny" config (B=16, T=64, H=4, K=2, D=32) unpacked. One line per case:
 //   RESULT attention <fwd|bwd> <f32|bf16> <packed|unpacked> B=.. T=.. H=.. K=.. D=.. fused_ms=..
 //     ref_ms=.. ratio_vs_ref=.. GFLOP/s=.. %gemm_peak=..
+// Then RoPE fused into the attention load against the separate RoPE kernel on q and k followed by
+// attention (backward: attention, then RoPE backward on dq and dk), both on the registry's kernels:
+//   RESULT attention_rope <fwd|bwd> <f32|bf16> <packed|unpacked> B=.. T=.. fused_rope_ms=..
+//     separate_ms=.. ratio=..
 // FLOPs count the causal in-document (query, key) pairs only: 2 GEMMs (QK^T, PV) forward, 5 backward
 // (QK^T recomputed, dO V^T, P^T dO, dS^T Q, dS K), 2 D FLOPs per pair each. %gemm_peak is against the
 // machine's f32 GEMM rate measured at start (measure_gemm_peak), for both dtypes.
@@ -100,6 +104,7 @@ double causal_pairs(const BenchCase& s) {
 
 struct Tensors {
   Tensor q, k, v, out, lse, dout, dq, dk, dv;
+  Tensor positions_N;  // restarting at every document, as the trainer feeds them
 };
 
 Tensors make_tensors(const BenchCase& s, DType dtype) {
@@ -113,22 +118,46 @@ Tensors make_tensors(const BenchCase& s, DType dtype) {
   x.dq = Tensor({s.B, s.T, s.H, s.D}, dtype);
   x.dk = Tensor({s.B, s.T, s.K, s.D}, dtype);
   x.dv = Tensor({s.B, s.T, s.K, s.D}, dtype);
+  x.positions_N = Tensor({s.B * s.T}, DType::i64);
+  const int64_t doc = s.doc_length == 0 ? s.T : s.doc_length;
+  for (int64_t n = 0; n < s.B * s.T; ++n) x.positions_N.data<int64_t>()[n] = n % s.T % doc;
   return x;
 }
 
+enum class Rope : uint8_t { none, fused };
+
 // Rows [0, rows) of every tensor (and the cu_seqlens of those rows).
 void run(const KernelTable& table, const Tensors& x, const std::vector<int32_t>& cu_seqlens, int64_t rows, int64_t T,
-         bool backward) {
+         bool backward, Rope rope = Rope::none) {
   auto head = [rows](const Tensor& t) { return t.view().slice(0, 0, rows); };
   std::vector<int32_t> cu;
   for (int32_t boundary : cu_seqlens)
     if (boundary <= rows * T) cu.push_back(boundary);
-  const AttentionParams params{.cu_seqlens = cu};
+  AttentionParams params{.cu_seqlens = cu};
+  if (rope == Rope::fused) params.rope = AttentionRope{{}, x.positions_N.view().slice(0, 0, rows * T)};
   if (backward)
     table.attention_backward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse), head(x.dout),
                              head(x.dq), head(x.dk), head(x.dv));
   else
     table.attention_forward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse));
+}
+
+// RoPE as its own kernel around attention: q and k rotated in place before the forward; dq and dk
+// rotated back after the backward.
+void run_separate_rope(const KernelRegistry& registry, const Tensors& x, const std::vector<int32_t>& cu_seqlens,
+                       bool backward) {
+  const int64_t N = x.q.size(0) * x.q.size(1);
+  auto tokens = [N](const Tensor& t) { return t.view().reshape({N, t.size(2), t.size(3)}); };
+  const KernelTable& attention = registry.table(KernelOp::attention, x.q.dtype());
+  if (!backward) {
+    registry.rope_forward({}, x.positions_N, tokens(x.q));
+    registry.rope_forward({}, x.positions_N, tokens(x.k));
+    run(attention, x, cu_seqlens, x.q.size(0), x.q.size(1), false);
+  } else {
+    run(attention, x, cu_seqlens, x.q.size(0), x.q.size(1), true);
+    registry.rope_backward({}, x.positions_N, tokens(x.dq));
+    registry.rope_backward({}, x.positions_N, tokens(x.dk));
+  }
 }
 
 }  // namespace
@@ -170,6 +199,14 @@ int main(int argc, char** argv) {
             s.doc_length ? fmt::format(", documents of {} tokens", s.doc_length) : "",
             kernel_variant_name(fused.variant), s.B);
         std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      }
+      for (bool backward : {false, true}) {
+        const double fused_s = median_seconds([&] { run(fused, x, cu, s.B, s.T, backward, Rope::fused); }, 0);
+        const double separate_s = median_seconds([&] { run_separate_rope(registry, x, cu, backward); }, 0);
+        std::printf("RESULT attention_rope %s %s %s B=%ld T=%ld fused_rope_ms=%.3f separate_ms=%.3f ratio=%.3f\n",
+                    backward ? "bwd" : "fwd", std::string(rf::dtype_name(dtype)).c_str(), s.doc_length ? "packed" : "unpacked", long(s.B),
+                    long(s.T), fused_s * 1e3, separate_s * 1e3, separate_s / fused_s);
         std::fflush(stdout);
       }
     }

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/attention.h"
+#include "kernels/rowwise_op_checks.h"
 
 namespace rf::kernels {
 namespace {
@@ -60,6 +61,7 @@ inline AttentionDims check_attention_args(const AttentionParams& params, const T
   for (const TensorView* x : {&q_BTHD, &k_BTKD, &v_BTKD, &out_BTHD})
     RF_CHECK(x->inner_contiguous(), "attention: head dim must be contiguous, got {}", x->describe());
   check_cu_seqlens(params.cu_seqlens, dims.B, dims.T);
+  if (params.rope) check_rope_params(params.rope->params, params.rope->positions_N, dims.B * dims.T, dims.D);
   const double scale = params.softmax_scale != 0.0 ? params.softmax_scale : 1.0 / std::sqrt(double(dims.D));
   return {dims.B, dims.T, dims.H, dims.K, dims.D, scale};
 }

@@ -63,24 +63,36 @@ inline void check_rmsnorm_backward(const TensorView& dy_NC, const TensorView& x_
   check_unit_inner_stride(dw_C, "rmsnorm dw_C");
 }
 
-// Returns the number of rotated dims (rotary_dim, or D when it is 0).
-inline int64_t check_rope(const RopeParams& p, const TensorView& pos_N, const TensorView& x_NHD) {
-  check_rank(x_NHD, 3, "rope x_NHD");
-  check_floating(x_NHD, "rope x_NHD");
-  check_unit_inner_stride(x_NHD, "rope x_NHD");
+// RoPE's parameters and the positions of N tokens with head dim D (also checked by the attention
+// kernels when RoPE is fused into them). Returns the number of rotated dims (rotary_dim, or D when it
+// is 0).
+inline int64_t check_rope_params(const RopeParams& p, const TensorView& pos_N, int64_t N, int64_t D) {
   check_ids(pos_N, "rope pos_N");
-  check_shape(pos_N, {x_NHD.size(0)}, "rope pos_N");
-  const int64_t D = x_NHD.size(2);
+  check_shape(pos_N, {N}, "rope pos_N");
   const int64_t rotary_dim = p.rotary_dim == 0 ? D : p.rotary_dim;
   RF_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= D,
            "rope rotary_dim {} must be even and in (0, D={}]", p.rotary_dim, D);
   RF_CHECK(p.theta > 0, "rope theta must be positive, got {}", p.theta);
-  for (int64_t n = 0; n < pos_N.size(0); ++n) {
+  const RopeScaling& s = p.scaling;
+  RF_CHECK(s.factor > 0, "rope scaling factor must be positive, got {}", s.factor);
+  RF_CHECK(s.type != RopeScalingType::llama3 ||
+               (s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor && s.original_max_position_embeddings > 0),
+           "rope llama3 scaling needs 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0, "
+           "got {}, {}, {}",
+           s.low_freq_factor, s.high_freq_factor, s.original_max_position_embeddings);
+  for (int64_t n = 0; n < N; ++n) {
     const int64_t offset = n * pos_N.stride(0);
     const int64_t pos = pos_N.dtype() == DType::i32 ? pos_N.data<int32_t>()[offset] : pos_N.data<int64_t>()[offset];
     RF_CHECK(pos >= 0, "rope pos_N[{}] = {} is negative", n, pos);
   }
   return rotary_dim;
+}
+
+inline int64_t check_rope(const RopeParams& p, const TensorView& pos_N, const TensorView& x_NHD) {
+  check_rank(x_NHD, 3, "rope x_NHD");
+  check_floating(x_NHD, "rope x_NHD");
+  check_unit_inner_stride(x_NHD, "rope x_NHD");
+  return check_rope_params(p, pos_N, x_NHD.size(0), x_NHD.size(2));
 }
 
 inline void check_swiglu(const TensorView& gate_NF, const TensorView& up_NF, const TensorView& out_NF,

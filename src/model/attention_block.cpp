@@ -38,7 +38,7 @@ template AttentionParams AttentionParams::bind<GradBuffer>(const GradBuffer&, in
 AttentionBlock::AttentionBlock(const ModelConfig& c, int64_t tp_size)
     : qk_norm_(c.qk_norm),
       eps_(c.rms_norm_eps),
-      theta_(c.rope_theta),
+      rope_{.theta = c.rope_theta, .rotary_dim = 0, .scaling = c.rope_scaling},
       C_(c.hidden_size),
       H_(c.num_attention_heads / tp_size),
       K_(c.num_key_value_heads / tp_size),
@@ -73,6 +73,10 @@ void AttentionBlock::reserve(AttentionScratch& s, int64_t N, DType dtype, Tensor
   s.dattn_NHD = Tensor({N, H_, D_}, dtype, a);
 }
 
+kernels::AttentionParams AttentionBlock::attention_params(const BatchShape& shape) const {
+  return {.softmax_scale = 0.0, .cu_seqlens = shape.cu_seqlens, .rope = kernels::AttentionRope{rope_, shape.positions_N}};
+}
+
 void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
                              TensorView x_NC, TensorView h_NC, AttentionSaved& s) const {
   const auto& k = ctx.kernels;
@@ -94,12 +98,10 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
     k.rmsnorm_forward({eps_}, q_proj.reshape({N * H_, D_}), w.q_norm_w_D, q_NHD.reshape({N * H_, D_}), q_saved);
     k.rmsnorm_forward({eps_}, k_proj.reshape({N * K_, D_}), w.k_norm_w_D, k_NKD.reshape({N * K_, D_}), k_saved);
   }
-  k.rope_forward({theta_, 0}, shape.positions_N, q_NHD);
-  k.rope_forward({theta_, 0}, shape.positions_N, k_NKD);
 
   TensorView attn_NHD = rows(s.attn_NHD, N);
   TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
-  k.attention_forward({0.0, shape.cu_seqlens}, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
+  k.attention_forward(attention_params(shape), q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
                       v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
 
   // h = x + a Wo^T, with the residual added in the GEMM's epilogue. Under TP each rank holds a
@@ -129,12 +131,10 @@ void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, 
   TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
   TensorView dq_NHD = rows(scratch.dq_NHD, N), dk_NKD = rows(scratch.dk_NKD, N), dv_NKD = rows(scratch.dv_NKD, N);
   TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
-  k.attention_backward({0.0, shape.cu_seqlens}, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
+  k.attention_backward(attention_params(shape), q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
                        v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT,
                        dattn_NHD.reshape({B, T, H_, D_}), dq_NHD.reshape({B, T, H_, D_}),
                        dk_NKD.reshape({B, T, K_, D_}), dv_NKD.reshape({B, T, K_, D_}));
-  k.rope_backward({theta_, 0}, shape.positions_N, dq_NHD);
-  k.rope_backward({theta_, 0}, shape.positions_N, dk_NKD);
 
   TensorView dq_proj = dq_NHD, dk_proj = dk_NKD;
   if (qk_norm_) {

@@ -1,7 +1,9 @@
 // The attention half of a decoder layer, with its pre-norm and residual:
 //   xn = rmsnorm(x);  q, k, v = xn Wq^T (+bq), xn Wk^T (+bk), xn Wv^T (+bv)
-//   [qwen3] q, k = rmsnorm per head (q_norm, k_norm);  q, k = rope(q, k)
-//   a = attention(q, k, v);  h = x + a Wo^T
+//   [qwen3] q, k = rmsnorm per head (q_norm, k_norm)
+//   a = attention(rope(q), rope(k), v);  h = x + a Wo^T
+// RoPE runs inside the attention kernel as it loads q and k (kernels/attention.h), so the saved q and
+// k are the un-rotated ones and the attention backward returns their gradients directly.
 // Tensor parallel: q/k/v are column-parallel (heads split over TP: H, K here are H/tp, K/tp), o_proj
 // is row-parallel; TpCopy sits before q/k/v, TpReduce after o_proj (identities at TP size 1).
 // Legend: N tokens, C hidden, H query heads, K kv heads, D head dim.
@@ -28,7 +30,7 @@ struct AttentionParams {
 // Exactly what backward needs, sized for up to `max_tokens` at reserve time.
 struct AttentionSaved {
   Tensor xn_NC, rstd_N;         // pre-norm output and its statistics
-  Tensor q_NHD, k_NKD, v_NKD;   // after q/k norm and rope: what attention read
+  Tensor q_NHD, k_NKD, v_NKD;   // after q/k norm, before rope: what attention read
   Tensor q_raw_NHD, k_raw_NKD;  // before q/k norm (qwen3 only)
   Tensor rstd_q_NH, rstd_k_NK;
   Tensor attn_NHD, lse_BHT;
@@ -56,8 +58,12 @@ class AttentionBlock {
                 TensorView dresid_NC) const;
 
  private:
+  // Causal attention over the batch's documents, with RoPE at the tokens' positions.
+  kernels::AttentionParams attention_params(const BatchShape& shape) const;
+
   bool qk_norm_;
-  double eps_, theta_;
+  double eps_;
+  kernels::RopeParams rope_;
   int64_t C_, H_, K_, D_;  // H and K are per TP rank
 };
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/rope_scaling.h"
 
 namespace rf::model {
 namespace {
@@ -59,30 +60,6 @@ void check_supported_maths(const nlohmann::json& json, const std::string& source
   read_optional(json, source, "mlp_bias", mlp_bias);
   if (mlp_bias) throw ConfigError("mlp_bias", fmt::format("in {}: MLP biases are not supported", source));
 
-  // rope_scaling: null, or {"rope_type" (older files: "type"): ..., "factor": ...}. The RoPE kernels
-  // take no scaled frequencies yet, so "linear" and "llama3" load only where they are the identity
-  // (factor 1: inv_freq / 1, and llama3's smoothing between inv_freq/1 and inv_freq is inv_freq).
-  if (auto it = json.find("rope_scaling"); it != json.end() && !it->is_null()) {
-    if (!it->is_object())
-      throw ConfigError("rope_scaling", fmt::format("in {}: expected null or an object, got {}", source, it->dump()));
-    const char* type_key = it->contains("rope_type") ? "rope_type" : "type";
-    const nlohmann::json type_json = it->value(type_key, nlohmann::json());
-    if (!type_json.is_string())
-      throw ConfigError("rope_scaling.rope_type", fmt::format("in {}: expected a string in {}", source, it->dump()));
-    const std::string type = type_json.get<std::string>();
-    if (type == "linear" || type == "llama3") {
-      const nlohmann::json factor = it->value("factor", nlohmann::json());
-      if (!factor.is_number() || factor.get<double>() != 1.0)
-        throw ConfigError("rope_scaling", fmt::format("in {}: rope_type '{}' with factor {} is not supported yet: the "
-                                                      "RoPE kernels have no scaled frequencies (only factor 1, the "
-                                                      "identity, loads)",
-                                                      source, type, factor.dump()));
-    } else if (type != "default") {
-      throw ConfigError("rope_scaling.rope_type", fmt::format("in {}: '{}' is not supported: expected default, "
-                                                              "linear or llama3",
-                                                              source, type));
-    }
-  }
   double partial_rotary_factor = 1.0;
   read_optional(json, source, "partial_rotary_factor", partial_rotary_factor);
   if (partial_rotary_factor != 1.0)
@@ -140,6 +117,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string
   }
   read_optional(json, source, "rms_norm_eps", c.rms_norm_eps);
   read_optional(json, source, "rope_theta", c.rope_theta);
+  c.rope_scaling = parse_rope_scaling(json, source);
   read_optional(json, source, "max_position_embeddings", c.max_position_embeddings);
   read_optional(json, source, "tie_word_embeddings", c.tie_word_embeddings);
   read_optional(json, source, "initializer_range", c.initializer_range);
@@ -182,7 +160,7 @@ nlohmann::json ModelConfig::to_json() const {
       {"hidden_act", "silu"},
       {"rms_norm_eps", rms_norm_eps},
       {"rope_theta", rope_theta},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", rope_scaling_json(rope_scaling)},
       {"max_position_embeddings", max_position_embeddings},
       {"tie_word_embeddings", tie_word_embeddings},
       {"initializer_range", initializer_range},

@@ -3,13 +3,15 @@
 // 8, D from 1 to 128, T=1 and T on both sides of the cpu kernel's 64-key / 64-query / 16-lane tile
 // edges, packed documents of length 0, 1 and several tiles, q/k/v sliced from a fused qkv buffer,
 // padded outputs with sentinels, the backward with and without its key split), packed attention
-// against per-document runs (of the same kernel, and of the ref), thread-count independence, and
+// against per-document runs (of the same kernel, and of the ref), RoPE fused into the load against
+// the unfused composition of ref kernels (and, f32, of the cpu ones), thread-count independence, and
 // argument errors.
 // Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
 #include <omp.h>
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -202,10 +204,12 @@ TEST(AttentionRef, ZeroQueriesAverageTheVisiblePrefix) {
       }
 }
 
-// loss = sum(out * r): dq, dk, dv of the ref backward (dout = r) at every coordinate, in f64.
-void check_ref_backward_against_fd(const AttentionCase& c) {
+// loss = sum(out * r): dq, dk, dv of the ref backward (dout = r) at every coordinate, in f64 (with
+// RoPE fused: the gradients w.r.t. the un-rotated q and k).
+void check_ref_backward_against_fd(const AttentionCase& c, const std::optional<AttentionRope>& rope = {}) {
   SCOPED_TRACE(c.name);
-  const AttentionParams params = params_of(c);
+  AttentionParams params = params_of(c);
+  params.rope = rope;
   const Tensor q = random_tensor({c.B, c.T, c.H, c.D}, DType::f64, 31, -2.0, 2.0);
   const Tensor k = random_tensor({c.B, c.T, c.K, c.D}, DType::f64, 32, -2.0, 2.0);
   const Tensor v = random_tensor({c.B, c.T, c.K, c.D}, DType::f64, 33);
@@ -308,6 +312,135 @@ TEST(AttentionCpu, PackedMatchesPerDocumentRef) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// RoPE fused into the load (AttentionParams::rope)
+
+// Positions as a trainer feeds them: restarting at every document (or row), from `offset`.
+Tensor document_positions(const AttentionCase& c, int64_t offset) {
+  Tensor pos({c.B * c.T}, DType::i64);
+  std::vector<int32_t> bounds = c.cu_seqlens;
+  if (bounds.empty())
+    for (int64_t b = 0; b <= c.B; ++b) bounds.push_back(int32_t(b * c.T));
+  for (size_t i = 0; i + 1 < bounds.size(); ++i)
+    for (int32_t n = bounds[i]; n < bounds[i + 1]; ++n) pos.at<int64_t>({n}) = offset + n - bounds[i];
+  return pos;
+}
+
+// The unfused composition, op by op with the ref kernels: rope_forward on copies of q and k,
+// attention, and for the backward attention's dq and dk through rope_backward.
+struct UnfusedRef {
+  Tensor out, lse, dq, dk, dv;
+};
+
+UnfusedRef unfused_ref(const AttentionCase& c, DType dtype, const QkvInputs& in, const AttentionRope& rope,
+                       TensorView dout) {
+  const Shape q_shape{c.B, c.T, c.H, c.D}, kv_shape{c.B, c.T, c.K, c.D};
+  const Tensor q = clone(in.q, dtype), k = clone(in.k, dtype);
+  ref::table().rope_forward(rope.params, rope.positions_N, q.view().reshape({c.B * c.T, c.H, c.D}));
+  ref::table().rope_forward(rope.params, rope.positions_N, k.view().reshape({c.B * c.T, c.K, c.D}));
+  UnfusedRef r{Tensor(q_shape, dtype), Tensor({c.B, c.H, c.T}, lse_dtype(dtype)), Tensor(q_shape, dtype),
+               Tensor(kv_shape, dtype), Tensor(kv_shape, dtype)};
+  ref::table().attention_forward(params_of(c), q, k, in.v, r.out, r.lse);
+  ref::table().attention_backward(params_of(c), q, k, in.v, r.out, r.lse, dout, r.dq, r.dk, r.dv);
+  ref::table().rope_backward(rope.params, rope.positions_N, r.dq.view().reshape({c.B * c.T, c.H, c.D}));
+  ref::table().rope_backward(rope.params, rope.positions_N, r.dk.view().reshape({c.B * c.T, c.K, c.D}));
+  return r;
+}
+
+// Every kernel with RoPE fused (the ref's own fused path and every cpu variant) against the unfused
+// ref composition, forward and backward.
+void check_fused_rope_case(const AttentionCase& c, DType dtype, const RopeParams& rope_params, int64_t offset) {
+  SCOPED_TRACE(fmt::format("{} {} rotary_dim {} scaling {} offset {}", c.name, dtype_name(dtype),
+                           rope_params.rotary_dim, int(rope_params.scaling.type), offset));
+  const QkvInputs in = make_qkv(c, dtype, 71);
+  const Tensor positions = document_positions(c, offset);
+  AttentionParams params = params_of(c);
+  params.rope = AttentionRope{rope_params, positions};
+  const Shape q_shape{c.B, c.T, c.H, c.D}, kv_shape{c.B, c.T, c.K, c.D}, lse_shape{c.B, c.H, c.T};
+  const Tensor dout = random_tensor(q_shape, dtype, 72);
+  const UnfusedRef expected = unfused_ref(c, dtype, in, *params.rope, dout);
+
+  std::vector<const KernelTable*> tables = fast_tables();
+  tables.push_back(&ref::table());
+  for (const KernelTable* table : tables) {
+    SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
+    const GuardedTensor out = junk_output(q_shape, dtype, c.layout, 73);
+    const GuardedTensor lse = junk_output(lse_shape, DType::f32, c.layout, 74);
+    table->attention_forward(params, in.q, in.k, in.v, out, lse);
+    expect_close_for(dtype, out, expected.out, "out");
+    // In bf16 the rotated q and k are rounded to bf16 from f32 here and from f64 in the ref, so an
+    // element may land one bf16 ulp apart and the scores, hence lse, move by that much.
+    expect_close_for(dtype, lse, expected.lse, "lse");
+    const GuardedTensor dq = junk_output(q_shape, dtype, c.layout, 75);
+    const GuardedTensor dk = junk_output(kv_shape, dtype, c.layout, 76);
+    const GuardedTensor dv = junk_output(kv_shape, dtype, c.layout, 77);
+    table->attention_backward(params, in.q, in.k, in.v, expected.out, expected.lse, dout, dq, dk, dv);
+    expect_close_for(dtype, dq, expected.dq, "dq");
+    expect_close_for(dtype, dk, expected.dk, "dk");
+    expect_close_for(dtype, dv, expected.dv, "dv");
+    for (const GuardedTensor* x : {&out, &lse, &dq, &dk, &dv}) x->expect_sentinels_intact("output");
+  }
+}
+
+TEST(AttentionFusedRope, MatchesTheUnfusedRefComposition) {
+  const RopeScaling llama3{.type = RopeScalingType::llama3,
+                           .factor = 8.0,
+                           .low_freq_factor = 1.0,
+                           .high_freq_factor = 4.0,
+                           .original_max_position_embeddings = 64.0};
+  for (const AttentionCase& c : conformance_cases()) {
+    if (c.D < 2) continue;  // RoPE rotates pairs of dims
+    const int64_t even_d = c.D / 2 * 2;
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      check_fused_rope_case(c, dtype, {.theta = 10000.0, .rotary_dim = even_d}, 0);
+      // Part of the head rotated, scaled frequencies, positions not starting at 0 (a prefill chunk).
+      if (c.D >= 6) check_fused_rope_case(c, dtype, {.theta = 500.0, .rotary_dim = 4, .scaling = llama3}, 37);
+    }
+  }
+}
+
+// The f32 forward rotates with the RoPE kernel's own angles and expression: the same values as the
+// separate cpu kernels (rope_forward, then attention), and the backward within f32 rounding of them.
+TEST(AttentionFusedRope, F32MatchesTheUnfusedCpuKernels) {
+  const AttentionCase c{"packed_many_split", 2, 150, 4, 2, 12, {0, 1, 1, 2, 66, 67, 150, 150, 151, 220, 221, 221, 300}};
+  const QkvInputs in = make_qkv(c, DType::f32, 81);
+  const Tensor positions = document_positions(c, 3);
+  const RopeParams rope_params{.theta = 10000.0};
+  const Shape q_shape{c.B, c.T, c.H, c.D}, kv_shape{c.B, c.T, c.K, c.D}, lse_shape{c.B, c.H, c.T};
+  const Tensor dout = random_tensor(q_shape, DType::f32, 82);
+  for (const KernelTable* table : fast_tables()) {
+    SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
+    const Tensor q = clone(in.q, DType::f32), k = clone(in.k, DType::f32);
+    table->rope_forward(rope_params, positions, q.view().reshape({c.B * c.T, c.H, c.D}));
+    table->rope_forward(rope_params, positions, k.view().reshape({c.B * c.T, c.K, c.D}));
+    const Tensor out(q_shape, DType::f32), lse(lse_shape, DType::f32);
+    const Tensor dq(q_shape, DType::f32), dk(kv_shape, DType::f32), dv(kv_shape, DType::f32);
+    table->attention_forward(params_of(c), q, k, in.v, out, lse);
+    table->attention_backward(params_of(c), q, k, in.v, out, lse, dout, dq, dk, dv);
+    table->rope_backward(rope_params, positions, dq.view().reshape({c.B * c.T, c.H, c.D}));
+    table->rope_backward(rope_params, positions, dk.view().reshape({c.B * c.T, c.K, c.D}));
+
+    AttentionParams fused = params_of(c);
+    fused.rope = AttentionRope{rope_params, positions};
+    const Tensor out_f(q_shape, DType::f32), lse_f(lse_shape, DType::f32);
+    const Tensor dq_f(q_shape, DType::f32), dk_f(kv_shape, DType::f32), dv_f(kv_shape, DType::f32);
+    table->attention_forward(fused, in.q, in.k, in.v, out_f, lse_f);
+    table->attention_backward(fused, in.q, in.k, in.v, out_f, lse_f, dout, dq_f, dk_f, dv_f);
+    expect_close(out_f, out, 0, 0, "out");
+    expect_close(lse_f, lse, 0, 0, "lse");
+    expect_close(dv_f, dv, 0, 0, "dv");
+    expect_close(dq_f, dq, 1e-6, 1e-7, "dq");
+    expect_close(dk_f, dk, 1e-6, 1e-7, "dk");
+  }
+}
+
+// The ref's fused backward at every coordinate, in f64.
+TEST(AttentionFusedRope, RefBackwardMatchesFiniteDifferences) {
+  const AttentionCase c{"gqa_two_docs", 1, 5, 4, 2, 6, {0, 2, 5}};
+  const Tensor positions = document_positions(c, 2);
+  check_ref_backward_against_fd(c, AttentionRope{{.theta = 100.0, .rotary_dim = 4}, positions});
+}
+
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(a.view().raw(), b.view().raw(), a.nbytes()) == 0;
 }
@@ -398,6 +531,29 @@ TEST(AttentionErrors, RejectsBadCuSeqlens) {
   for (const KernelTable* table : tables) {
     for (const auto& [cu_seqlens, needle] : bad) {
       const AttentionParams params{.cu_seqlens = cu_seqlens};
+      expect_error_mentioning([&] { table->attention_forward(params, q, k, v, out, lse); }, needle);
+      expect_error_mentioning([&] { table->attention_backward(params, q, k, v, out, lse, out, q, k, v); }, needle);
+    }
+  }
+}
+
+// Fused RoPE's arguments are checked as rope_forward's: positions one per token, non-negative, and
+// a rotary_dim that fits the head.
+TEST(AttentionErrors, RejectsBadFusedRope) {
+  const Tensor q({2, 4, 2, 4}, DType::f32), k({2, 4, 1, 4}, DType::f32), v({2, 4, 1, 4}, DType::f32);
+  const Tensor out({2, 4, 2, 4}, DType::f32), lse({2, 2, 4}, DType::f32);
+  Tensor positions({8}, DType::i64), too_few({7}, DType::i64), negative({8}, DType::i64);
+  negative.at<int64_t>({5}) = -1;
+  std::vector<const KernelTable*> tables = fast_tables();
+  tables.push_back(&ref::table());
+  const std::vector<std::pair<AttentionRope, std::string>> bad = {
+      {{{}, too_few}, "rope pos_N"},
+      {{{}, negative}, "negative"},
+      {{{.rotary_dim = 6}, positions}, "rotary_dim"},
+  };
+  for (const KernelTable* table : tables) {
+    for (const auto& [rope, needle] : bad) {
+      const AttentionParams params{.rope = rope};
       expect_error_mentioning([&] { table->attention_forward(params, q, k, v, out, lse); }, needle);
       expect_error_mentioning([&] { table->attention_backward(params, q, k, v, out, lse, out, q, k, v); }, needle);
     }

@@ -1,7 +1,8 @@
 // RoPE tests: every cpu variant against the ref (f32 and bf16, i32 and i64 positions, partial
-// rotary dims, q as a slice of a fused qkv buffer, strided views with sentinels), a value worked
-// out from the formula, the relative-position property, finite differences of the f64 ref
-// backward, and argument errors.
+// rotary dims, q as a slice of a fused qkv buffer, strided views with sentinels, scaled
+// frequencies), a value worked out from the formula, the frequencies of `linear` and `llama3`
+// scaling against transformers' formulas, the relative-position property, finite differences of the
+// f64 ref backward, and argument errors.
 // Legend: N tokens, H heads, D head dim.
 #include <cmath>
 
@@ -30,7 +31,15 @@ struct RopeCase {
   DType dtype, pos_dtype;
   int64_t max_pos;
   RopeLayout layout;
+  RopeScaling scaling = {};
 };
+
+// Llama 3.1's rope_scaling.
+constexpr RopeScaling kLlama31Scaling{.type = RopeScalingType::llama3,
+                                      .factor = 8.0,
+                                      .low_freq_factor = 1.0,
+                                      .high_freq_factor = 4.0,
+                                      .original_max_position_embeddings = 8192.0};
 
 // f32: cos and sin are rounded to f32 (error ~6e-8) and applied in f32. bf16: both sides round
 // the same f32/f64 value to bf16 and may land one ulp (2^-8 relative) apart.
@@ -39,7 +48,7 @@ double rtol_for(DType dtype) { return dtype == DType::bf16 ? 1e-2 : 1e-5; }
 void check_against_ref(const RopeCase& k) {
   const std::string name = fmt::format("N={} H={} D={} rotary_dim={} {} pos {} {}", k.N, k.H, k.D, k.rotary_dim,
                                        dtype_name(k.dtype), dtype_name(k.pos_dtype), layout_name(k.layout));
-  const RopeParams params{.theta = 10000.0, .rotary_dim = k.rotary_dim};
+  const RopeParams params{.theta = 10000.0, .rotary_dim = k.rotary_dim, .scaling = k.scaling};
   const Tensor pos = random_ids({k.N}, k.pos_dtype, 1, k.max_pos + 1);
   const Tensor x = random_tensor({k.N, k.H, k.D}, k.dtype, 2);
   const Tensor dx = random_tensor({k.N, k.H, k.D}, k.dtype, 3);
@@ -90,7 +99,55 @@ TEST(Rope, CpuMatchesRef) {
     check_against_ref({2, 2, 262, 0, dtype, DType::i64, 300, RopeLayout::contiguous});  // rotary_dim/2 = 131
     check_against_ref({40, 4, 128, 0, dtype, DType::i32, 2048, RopeLayout::strided});  // multi-threaded
     check_against_ref({300, 2, 32, 0, dtype, DType::i64, 16, RopeLayout::fused_qkv});  // tabulated positions
+    const RopeScaling linear{.type = RopeScalingType::linear, .factor = 4.0};
+    check_against_ref({9, 3, 64, 0, dtype, DType::i64, 30000, RopeLayout::strided, linear});
+    check_against_ref({9, 2, 128, 0, dtype, DType::i32, 100000, RopeLayout::contiguous, kLlama31Scaling});
   }
+}
+
+// transformers' _compute_llama3_parameters, step for step (torch.where over the frequencies).
+double hf_llama3_inv_freq(const RopeScaling& s, double inv_freq) {
+  const double low_freq_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_freq_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  const double wavelen = 2 * M_PI / inv_freq;
+  double inv_freq_llama = wavelen > low_freq_wavelen ? inv_freq / s.factor : inv_freq;
+  const double smooth_factor =
+      (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const double smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / s.factor + smooth_factor * inv_freq_llama;
+  const bool is_medium_freq = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+  return is_medium_freq ? smoothed_inv_freq : inv_freq_llama;
+}
+
+TEST(Rope, ScaledFrequenciesFollowTransformers) {
+  constexpr int64_t rotary_dim = 128;
+  const double theta = 500000.0;
+  int64_t kept = 0, slowed = 0, blended = 0;
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    const double plain = std::pow(theta, -double(2 * i) / rotary_dim);
+    EXPECT_EQ(rope_inv_freq({.theta = theta}, i, rotary_dim), plain) << i;
+    EXPECT_EQ(rope_inv_freq({.theta = theta, .scaling = {.type = RopeScalingType::linear, .factor = 2.5}}, i,
+                            rotary_dim),
+              plain / 2.5)
+        << i;
+    const double llama3 = rope_inv_freq({.theta = theta, .scaling = kLlama31Scaling}, i, rotary_dim);
+    EXPECT_NEAR(llama3, hf_llama3_inv_freq(kLlama31Scaling, plain), 1e-15 * plain) << i;
+    // Wavelengths under 8192 / 4 keep their frequency, over 8192 / 1 are slowed 8x, the rest blend.
+    const double wavelength = 2 * M_PI / plain;
+    if (wavelength < 2048) {
+      EXPECT_EQ(llama3, plain) << i;
+      ++kept;
+    } else if (wavelength > 8192) {
+      EXPECT_DOUBLE_EQ(llama3, plain / 8) << i;
+      ++slowed;
+    } else {
+      EXPECT_GT(llama3, plain / 8) << i;
+      EXPECT_LT(llama3, plain) << i;
+      ++blended;
+    }
+  }
+  EXPECT_GT(kept, 0);  // Llama 3.1's 64 frequencies fall in all three bands
+  EXPECT_GT(slowed, 0);
+  EXPECT_GT(blended, 0);
 }
 
 // A call whose positions span fewer values than it has tokens tabulates them once; otherwise every
@@ -215,6 +272,11 @@ TEST(Rope, RejectsBadArguments) {
   for (const KernelTable* table : tables) {
     EXPECT_THROW(table->rope_forward(RopeParams{.rotary_dim = 3}, pos, x), Error);  // odd rotary_dim
     EXPECT_THROW(table->rope_forward({}, pos_f32, x), Error);                       // float positions
+    EXPECT_THROW(table->rope_forward({.scaling = {.type = RopeScalingType::linear, .factor = 0}}, pos, x), Error);
+    EXPECT_THROW(table->rope_forward({.scaling = {.type = RopeScalingType::llama3, .low_freq_factor = 4,
+                                                  .high_freq_factor = 4}},
+                                     pos, x),
+                 Error);
     pos.at<int32_t>({1}) = -1;
     EXPECT_THROW(table->rope_backward({}, pos, x), Error);
     pos.at<int32_t>({1}) = 0;

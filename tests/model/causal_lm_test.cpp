@@ -105,6 +105,31 @@ TEST(CausalLm, PackedDocumentsEqualSeparateRunsAndRowsEqualPacking) {
   for (int64_t n = 0; n < 16; ++n) EXPECT_NEAR(out.logp_N.data<double>()[n], packed_logp.data<double>()[n], 1e-13);
 }
 
+// config.json's rope_scaling reaches the attention kernels: with linear scaling by 2, a model at
+// positions 2p computes exactly what the unscaled model computes at positions p (the angles are
+// (2p) (f / 2) = p f), and differs from the unscaled model at the same positions. Both kernel sets.
+TEST(CausalLm, LinearRopeScalingHalvesTheAngles) {
+  ModelConfig plain = testing::micro_config(Arch::llama, false);
+  ModelConfig scaled = plain;
+  scaled.rope_scaling = {.type = kernels::RopeScalingType::linear, .factor = 2.0};
+  for (const kernels::KernelRegistry* kernels : {&ref_kernels(), &fast_kernels()}) {
+    const DType dtype = kernels == &ref_kernels() ? DType::f64 : DType::f32;
+    ModelUnderTest a(scaled, dtype, *kernels, 16), b(plain, dtype, *kernels, 16);
+    init_params(a.params, scaled, 7);
+    init_params(b.params, plain, 7);
+    const PackedSequences packed = pack_sequences({{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {11, 12, 13, 14, 15, 16}});
+    const Tensor doubled = clone(packed.positions_N, DType::i64);
+    for (int64_t n = 0; n < doubled.numel(); ++n) doubled.data<int64_t>()[n] *= 2;
+    ModelInputs scaled_inputs = packed.inputs();
+    scaled_inputs.positions_N = doubled;
+    const Tensor logp_scaled = clone(a.model.forward(scaled_inputs).logp_N, DType::f64);
+    const Tensor logp_plain = clone(b.model.forward(packed.inputs()).logp_N, DType::f64);
+    rf::testing::expect_close(logp_scaled, logp_plain, 0, 0, "scaled at 2p vs plain at p");
+    const Tensor logp_scaled_same = clone(a.model.forward(packed.inputs()).logp_N, DType::f64);
+    EXPECT_GT(rf::testing::max_abs_diff(logp_scaled_same, logp_plain), 1e-6);
+  }
+}
+
 TEST(CausalLm, GradientsAccumulateOverMicroBatches) {
   const ModelConfig config = testing::micro_config(Arch::llama, false);
   ModelUnderTest m(config, DType::f64, ref_kernels(), 8);

@@ -221,18 +221,29 @@ TEST(HfConfigMaths, SlidingWindowIsJudgedByUseSlidingWindow) {
 }
 
 TEST(HfConfigMaths, RopeScalingIsJudgedByItsType) {
+  using kernels::RopeScalingType;
   auto j = qwen2_json();
   j["rope_scaling"] = {{"rope_type", "default"}};
-  EXPECT_NO_THROW(ModelConfig::from_json(j, "test"));
-  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 1.0}};
-  EXPECT_NO_THROW(ModelConfig::from_json(j, "test"));
-  j["rope_scaling"] = {{"type", "linear"}, {"factor", 1}};  // the older key
-  EXPECT_NO_THROW(ModelConfig::from_json(j, "test"));
+  EXPECT_EQ(ModelConfig::from_json(j, "test").rope_scaling.type, RopeScalingType::none);
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 1}};  // the older key; factor 1 is the identity
+  EXPECT_EQ(ModelConfig::from_json(j, "test").rope_scaling.type, RopeScalingType::none);
   j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
-  expect_config_error(j, "rope_scaling", "'linear' with factor 2.0");
+  const ModelConfig linear = ModelConfig::from_json(j, "test");
+  EXPECT_EQ(linear.rope_scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(linear.rope_scaling.factor, 2.0);
+  EXPECT_EQ(linear.to_json()["rope_scaling"], j["rope_scaling"]);
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
                        {"original_max_position_embeddings", 8192}};
-  expect_config_error(j, "rope_scaling", "'llama3' with factor 8.0");
+  const ModelConfig llama3 = ModelConfig::from_json(j, "test");
+  EXPECT_EQ(llama3.rope_scaling.type, RopeScalingType::llama3);
+  EXPECT_EQ(llama3.rope_scaling.original_max_position_embeddings, 8192.0);
+  EXPECT_EQ(ModelConfig::from_json(llama3.to_json(), "test").rope_scaling.high_freq_factor, 4.0);
+  j["rope_scaling"].erase("low_freq_factor");
+  expect_config_error(j, "rope_scaling.low_freq_factor", "expected a positive number, got nothing");
+  j["rope_scaling"]["low_freq_factor"] = 4.0;
+  expect_config_error(j, "rope_scaling.high_freq_factor", "must exceed low_freq_factor");
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0}};
+  expect_config_error(j, "rope_scaling.factor", "expected a positive number, got 0");
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   expect_config_error(j, "rope_scaling.rope_type", "'yarn' is not supported");
   j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};

@@ -32,6 +32,14 @@
 // independent; backward chunks of keys each add into their own dQ buffer and a last pass sums a
 // query's chunks in chunk order. The chunk count depends on the shapes only, never on the threads.
 //
+// RoPE fused into the load (params.rope): a task copies the query rows it packs, and each key tile
+// its keys, into a small per-thread stage, rotating them with the call's angle table
+// (rope_angles.h) on the way, and packs from there; dQ and dK are rotated back as they are written
+// from their f32 accumulators. So q and k are read from memory once, as without RoPE, instead of the
+// separate kernel's read-rotate-write pass over each, forward and backward. The rotation is the
+// RoPE kernel's own (same f32 angles, same expression), so f32 results match rope_forward +
+// attention bit for bit in the forward; the backward rounds dQ and dK once instead of twice.
+//
 // bf16: tiles stay bf16 and the GEMMs run on _mm512_dpbf16_ps (AVX512-BF16) with f32 accumulation;
 // P and dS are rounded to bf16 before their GEMMs, as flash-attention does on GPUs (the softmax sum and
 // dS take the unrounded P). Builds without AVX512-BF16 widen bf16 into f32 tiles and round P and dS the
@@ -48,7 +56,9 @@
 // first lane and lanes.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention_args.h"
@@ -57,6 +67,7 @@
 #include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/rope_angles.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -87,7 +98,7 @@ int64_t score_work(const AttentionDims& dims) { return dims.B * dims.H * dims.T 
 template <class E>
 struct Call {
   Call(const AttentionParams& params, const AttentionDims& dims, const TensorView& q_BTHD, const TensorView& k_BTKD,
-       const TensorView& v_BTKD, const TensorView& out_BTHD, const TensorView& lse_BHT)
+       const TensorView& v_BTKD, const TensorView& out_BTHD, const TensorView& lse_BHT, const RopeAngleTable* rope)
       : cu_seqlens(params.cu_seqlens),
         dims(dims),
         G(dims.H / dims.K),
@@ -97,8 +108,11 @@ struct Call {
         k(k_BTKD),
         v(v_BTKD),
         out(out_BTHD),
-        lse(lse_BHT) {}
+        lse(lse_BHT),
+        rope(rope) {}
   DocumentSpan document(int64_t b, int64_t t) const { return document_of(cu_seqlens, b, dims.T, t); }
+  // Token (b, t)'s cosines then sines, when RoPE is fused.
+  const float* angles(int64_t b, int64_t t) const { return rope->row(b * dims.T + t); }
 
   std::span<const int32_t> cu_seqlens;
   AttentionDims dims;
@@ -106,6 +120,7 @@ struct Call {
   float scale;
   Rows<E> q, k, v, out;
   LseRows lse;
+  const RopeAngleTable* rope;  // null unless RoPE is fused into the load
 };
 
 template <class E>
@@ -234,6 +249,62 @@ const Elem* gemm_operand(const float* f32_tile, const Elem* bf16_copy) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// RoPE fused into the load and the gradient store
+
+// Per-thread staging of rotated rows: a task's query rows (M x D) and one key tile (kKeyBlock x D),
+// in the tensors' dtype (what the separate RoPE kernel would have stored). Empty without RoPE.
+template <class E>
+struct RopeStage {
+  E* query_rows = nullptr;
+  E* key_rows = nullptr;
+};
+
+template <class E>
+RopeStage<E> carve_rope_stage(Arena& arena, bool fused, int64_t max_rows, int64_t D) {
+  if (!fused) return {};
+  RopeStage<E> stage;
+  stage.query_rows = arena.take<E>(max_rows * D);
+  stage.key_rows = arena.take<E>(kKeyBlock * D);
+  return stage;
+}
+
+// The rows a pack reads: rows r < n of `rows_of` as they are, or with RoPE fused a copy in `stage`
+// (row r at stage + r D), each rotated by its token's angles.
+template <class E>
+GroupRows<E> load_rows(const Call<E>& call, const GroupRows<E>& rows_of, int64_t n, E* stage) {
+  if (call.rope == nullptr) return rows_of;
+  const int64_t D = call.dims.D, F = call.rope->num_frequencies();
+  for_each_row(rows_of.t0, rows_of.h0, rows_of.G, 0, n, [&](int64_t r, int64_t t, int64_t h) {
+    const E* src = rows_of.x(rows_of.b, t, h);
+    E* dst = stage + r * D;
+    std::copy(src, src + D, dst);
+    rotate_head(dst, F, call.angles(rows_of.b, t));
+  });
+  return GroupRows<E>{Rows<E>(stage, 0, rows_of.G * D, D), 0, 0, 0, rows_of.G};
+}
+
+// dst = scale * acc (D values of token (b, t)), rotated back by the token's angles when RoPE is
+// fused: the gradient w.r.t. the un-rotated q or k.
+template <class E>
+void store_scaled_row(const Call<E>& call, int64_t b, int64_t t, const float* acc, E* dst) {
+  const float scale = call.scale;
+  int64_t d = 0;
+  if (call.rope != nullptr) {
+    const int64_t F = call.rope->num_frequencies();
+    const float* cos_a = call.angles(b, t);
+    const float* sin_a = cos_a + F;
+#pragma omp simd
+    for (int64_t i = 0; i < F; ++i) {
+      const float x1 = scale * acc[i], x2 = scale * acc[F + i];
+      store(dst[i], x1 * cos_a[i] + x2 * sin_a[i]);
+      store(dst[F + i], x2 * cos_a[i] - x1 * sin_a[i]);
+    }
+    d = 2 * F;
+  }
+  for (; d < call.dims.D; ++d) store(dst[d], scale * acc[d]);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Forward
 
 template <class Elem>
@@ -293,17 +364,19 @@ void forward_panel(const Call<E>& call, const Panel& panel, int64_t lanes,
 // Queries [q_lo, q_hi) of row b for the G heads of kv head kv: out and lse.
 template <class Ops, class E>
 void forward_chunk(const Call<E>& call, int64_t b, int64_t kv, int64_t q_lo, int64_t q_hi,
-                   const ForwardTiles<typename Ops::Elem>& tiles) {
+                   const ForwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
   constexpr int64_t P = Ops::kPack;
   const int64_t G = call.G, D = call.dims.D, Dp = call.Dp;
   const int64_t M = (q_hi - q_lo) * G, lanes = round_up(M, kLaneBlock);
-  pack_transposed<P>(GroupRows<E>{call.q, b, q_lo, kv * G, G}, M, lanes, D, tiles.qt);
+  pack_transposed<P>(load_rows(call, GroupRows<E>{call.q, b, q_lo, kv * G, G}, M, stage.query_rows), M, lanes, D,
+                     tiles.qt);
   std::fill(tiles.m, tiles.m + lanes, kMinusInf);
   std::fill(tiles.l, tiles.l + lanes, 0.0f);
   std::fill(tiles.o, tiles.o + M * Dp, 0.0f);
   for_each_key_tile(call, b, call.document(b, q_lo).start, q_hi, q_lo, q_hi, [&](const KeyTile& tile) {
-    pack_key_tile<P>(call.k, b, tile.s0, kv, tile.nk, D, Dp, KeyOperand::a_rows, tiles.k);
-    pack_key_tile<P>(call.v, b, tile.s0, kv, tile.nk, D, Dp, KeyOperand::b_rows, tiles.v);
+    pack_key_tile<P>(load_rows(call, GroupRows<E>{call.k, b, tile.s0, kv, 1}, tile.nk, stage.key_rows), tile.nk, D,
+                     Dp, KeyOperand::a_rows, tiles.k);
+    pack_key_tile<P>(GroupRows<E>{call.v, b, tile.s0, kv, 1}, tile.nk, D, Dp, KeyOperand::b_rows, tiles.v);
     prefetch_next_tile(call, b, kv, tile.s0 + tile.nk, q_hi);
     for_each_panel(tile, q_lo, G, lanes, tiles.n,
                    [&](const Panel& panel) { forward_panel<Ops>(call, panel, lanes, tiles); });
@@ -326,15 +399,19 @@ void forward_impl(const Call<E>& call) {
 #pragma omp parallel if (score_work(call.dims) >= kMinParallelWork)
   {
     AlignedBytes storage;
-    const auto tiles = carve_tiles<ForwardTiles<typename Ops::Elem>>(
-        [&](Arena& arena) { return carve_forward<typename Ops::Elem>(arena, max_lanes, call.Dp); }, storage);
+    const auto [tiles, stage] = carve_tiles<std::pair<ForwardTiles<typename Ops::Elem>, RopeStage<E>>>(
+        [&](Arena& arena) {
+          return std::pair(carve_forward<typename Ops::Elem>(arena, max_lanes, call.Dp),
+                           carve_rope_stage<E>(arena, call.rope != nullptr, T * call.G, call.dims.D));
+        },
+        storage);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t kv = 0; kv < K; ++kv) {
         for (int64_t c = 0; c < chunks; ++c) {
           // Late queries see the most keys: hand them out first.
           const int64_t chunk = chunks - 1 - c;
-          forward_chunk<Ops>(call, b, kv, chunk_start[size_t(chunk)], chunk_start[size_t(chunk + 1)], tiles);
+          forward_chunk<Ops>(call, b, kv, chunk_start[size_t(chunk)], chunk_start[size_t(chunk + 1)], tiles, stage);
         }
       }
     }
@@ -444,16 +521,17 @@ void backward_panel(const Call<E>& call, const Panel& panel, int64_t lanes, cons
 template <class Ops, class E>
 void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, const KeyTile& tile,
                        int64_t k_lo, int64_t k_hi, int64_t lanes, float* dq_acc,
-                       const BackwardTiles<typename Ops::Elem>& tiles) {
+                       const BackwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
   using Elem = typename Ops::Elem;
   constexpr int64_t P = Ops::kPack;
   const int64_t D = call.dims.D, Dp = call.Dp, s0 = tile.s0, nk = tile.nk;
-  pack_key_tile<P>(call.k, b, s0, kv, nk, D, Dp, KeyOperand::a_rows, tiles.k);
-  pack_key_tile<P>(call.v, b, s0, kv, nk, D, Dp, KeyOperand::a_rows, tiles.v);
+  const GroupRows<E> keys = load_rows(call, GroupRows<E>{call.k, b, s0, kv, 1}, nk, stage.key_rows);
+  pack_key_tile<P>(keys, nk, D, Dp, KeyOperand::a_rows, tiles.k);
+  pack_key_tile<P>(GroupRows<E>{call.v, b, s0, kv, 1}, nk, D, Dp, KeyOperand::a_rows, tiles.v);
   // f32 words read dQ's B in the same plain rows; bf16 pairs need them interleaved.
   const Elem* kb = tiles.k;
   if constexpr (P > 1) {
-    pack_key_tile<P>(call.k, b, s0, kv, nk, D, Dp, KeyOperand::b_rows, tiles.kb);
+    pack_key_tile<P>(keys, nk, D, Dp, KeyOperand::b_rows, tiles.kb);
     kb = tiles.kb;
   }
   prefetch_next_tile(call, b, kv, s0 + nk, k_hi);
@@ -462,12 +540,9 @@ void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, in
   for_each_panel(tile, k_lo, call.G, lanes, tiles.n,
                  [&](const Panel& panel) { backward_panel<Ops>(call, panel, lanes, kb, dq_acc, tiles); });
   for (int64_t c = 0; c < nk; ++c) {
-    E* dk = grads.dk(b, s0 + c, kv);
+    store_scaled_row(call, b, s0 + c, tiles.dk + c * Dp, grads.dk(b, s0 + c, kv));
     E* dv = grads.dv(b, s0 + c, kv);
-    for (int64_t d = 0; d < D; ++d) {
-      store(dk[d], call.scale * tiles.dk[c * Dp + d]);
-      store(dv[d], tiles.dv[c * Dp + d]);
-    }
+    for (int64_t d = 0; d < D; ++d) store(dv[d], tiles.dv[c * Dp + d]);
   }
 }
 
@@ -475,13 +550,14 @@ void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, in
 // query that sees them into dq_acc (f32 rows of Dp, row r = query k_lo + r / G of head g = r % G).
 template <class Ops, class E>
 void backward_chunk(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, int64_t k_lo, int64_t k_hi,
-                    float* dq_acc, const BackwardTiles<typename Ops::Elem>& tiles) {
+                    float* dq_acc, const BackwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
   constexpr int64_t P = Ops::kPack;
   const int64_t G = call.G, D = call.dims.D, Dp = call.Dp;
   // The queries that see these keys: up to the end of the last key's document.
   const int64_t q_hi = call.document(b, k_hi - 1).end;
   const int64_t M = (q_hi - k_lo) * G, lanes = round_up(M, kLaneBlock);
-  const GroupRows<E> queries{call.q, b, k_lo, kv * G, G}, dout_rows{grads.dout, b, k_lo, kv * G, G};
+  const GroupRows<E> queries = load_rows(call, GroupRows<E>{call.q, b, k_lo, kv * G, G}, M, stage.query_rows);
+  const GroupRows<E> dout_rows{grads.dout, b, k_lo, kv * G, G};
   pack_transposed<P>(queries, M, lanes, D, tiles.qt);
   pack_transposed<P>(dout_rows, M, lanes, D, tiles.dot);
   pack_row_groups<P>(queries, M, lanes, D, Dp, tiles.qb);
@@ -489,18 +565,16 @@ void backward_chunk(const Call<E>& call, const Grads<E>& grads, int64_t b, int64
   pack_row_stats(call, grads, b, kv, k_lo, M, lanes, tiles.lse, tiles.delta);
   std::fill(dq_acc, dq_acc + M * Dp, 0.0f);
   for_each_key_tile(call, b, k_lo, k_hi, k_lo, q_hi, [&](const KeyTile& tile) {
-    backward_key_tile<Ops>(call, grads, b, kv, tile, k_lo, k_hi, lanes, dq_acc, tiles);
+    backward_key_tile<Ops>(call, grads, b, kv, tile, k_lo, k_hi, lanes, dq_acc, tiles, stage);
   });
 }
 
-// dQ rows r < M (query t0 + r / G, head kv G + r % G) = scale * dq_acc.
+// dQ rows r < M (query t0 + r / G, head kv G + r % G) = scale * dq_acc (rotated back with RoPE fused).
 template <class E>
 void store_dq(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, int64_t t0, int64_t M,
               const float* dq_acc) {
-  for_each_row(t0, kv * call.G, call.G, 0, M, [&](int64_t r, int64_t t, int64_t h) {
-    E* dq = grads.dq(b, t, h);
-    for (int64_t d = 0; d < call.dims.D; ++d) store(dq[d], call.scale * dq_acc[r * call.Dp + d]);
-  });
+  for_each_row(t0, kv * call.G, call.G, 0, M,
+               [&](int64_t r, int64_t t, int64_t h) { store_scaled_row(call, b, t, dq_acc + r * call.Dp, grads.dq(b, t, h)); });
 }
 
 template <class E>
@@ -520,15 +594,19 @@ void backward_impl(const Call<E>& call, const Grads<E>& grads) {
 #pragma omp parallel if (score_work(call.dims) >= kMinParallelWork)
   {
     AlignedBytes storage;
-    const auto tiles = carve_tiles<BackwardTiles<typename Ops::Elem>>(
-        [&](Arena& arena) { return carve_backward<typename Ops::Elem>(arena, max_lanes, Dp, owns_dq); }, storage);
+    const auto [tiles, stage] = carve_tiles<std::pair<BackwardTiles<typename Ops::Elem>, RopeStage<E>>>(
+        [&](Arena& arena) {
+          return std::pair(carve_backward<typename Ops::Elem>(arena, max_lanes, Dp, owns_dq),
+                           carve_rope_stage<E>(arena, call.rope != nullptr, T * G, call.dims.D));
+        },
+        storage);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t kv = 0; kv < K; ++kv) {
         for (int64_t c = 0; c < chunks; ++c) {
           const int64_t k_lo = chunk_start[size_t(c)], k_hi = chunk_start[size_t(c + 1)];
           float* dq_acc = owns_dq ? tiles.dq : partial_row(b, kv, c, k_lo * G);
-          backward_chunk<Ops>(call, grads, b, kv, k_lo, k_hi, dq_acc, tiles);
+          backward_chunk<Ops>(call, grads, b, kv, k_lo, k_hi, dq_acc, tiles, stage);
           if (owns_dq) store_dq(call, grads, b, kv, 0, T * G, dq_acc);
         }
       }
@@ -563,6 +641,29 @@ void check_cpu_dtype(DType dtype) {
   RF_CHECK(dtype == DType::f32 || dtype == DType::bf16, "cpu attention: f32 or bf16 inputs, got {}", dtype_name(dtype));
 }
 
+// The angles q and k are rotated by as they load, when RoPE is fused.
+std::optional<RopeAngleTable> fused_rope_angles(const AttentionParams& params, int64_t D) {
+  if (!params.rope) return std::nullopt;
+  const RopeParams& p = params.rope->params;
+  return RopeAngleTable(p, params.rope->positions_N, p.rotary_dim == 0 ? D : p.rotary_dim, 1.0);
+}
+
+template <class E>
+void forward_typed(const AttentionParams& params, const AttentionDims& dims, TensorView q_BTHD, TensorView k_BTKD,
+                   TensorView v_BTKD, TensorView out_BTHD, TensorView lse_BHT) {
+  const std::optional<RopeAngleTable> angles = fused_rope_angles(params, dims.D);
+  forward_impl(Call<E>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, angles ? &*angles : nullptr));
+}
+
+template <class E>
+void backward_typed(const AttentionParams& params, const AttentionDims& dims, TensorView q_BTHD, TensorView k_BTKD,
+                    TensorView v_BTKD, TensorView out_BTHD, TensorView lse_BHT, TensorView dout_BTHD,
+                    TensorView dq_BTHD, TensorView dk_BTKD, TensorView dv_BTKD) {
+  const std::optional<RopeAngleTable> angles = fused_rope_angles(params, dims.D);
+  backward_impl(Call<E>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, angles ? &*angles : nullptr),
+                Grads<E>{Rows<E>(dout_BTHD), Rows<E>(dq_BTHD), Rows<E>(dk_BTKD), Rows<E>(dv_BTKD)});
+}
+
 }  // namespace
 
 void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
@@ -571,9 +672,9 @@ void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorV
   check_cpu_dtype(q_BTHD.dtype());
   if (dims.B * dims.T * dims.H == 0) return;
   if (q_BTHD.dtype() == DType::f32)
-    forward_impl(Call<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT));
+    forward_typed<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   else
-    forward_impl(Call<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT));
+    forward_typed<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
 }
 
 void attention_backward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
@@ -583,14 +684,10 @@ void attention_backward(const AttentionParams& params, TensorView q_BTHD, Tensor
   check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
   check_cpu_dtype(q_BTHD.dtype());
   if (dims.B * dims.T * dims.H == 0) return;
-  if (q_BTHD.dtype() == DType::f32) {
-    backward_impl(
-        Call<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT),
-        Grads<float>{Rows<float>(dout_BTHD), Rows<float>(dq_BTHD), Rows<float>(dk_BTKD), Rows<float>(dv_BTKD)});
-  } else {
-    backward_impl(Call<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT),
-                  Grads<bf16>{Rows<bf16>(dout_BTHD), Rows<bf16>(dq_BTHD), Rows<bf16>(dk_BTKD), Rows<bf16>(dv_BTKD)});
-  }
+  if (q_BTHD.dtype() == DType::f32)
+    backward_typed<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
+  else
+    backward_typed<bf16>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
 }
 
 }  // namespace rf::kernels::RF_CPU_NS

@@ -37,6 +37,7 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 template <class E>
 struct Rows {
   explicit Rows(const TensorView& x) : base(x.data<E>()), s0(x.stride(0)), s1(x.stride(1)), s2(x.stride(2)) {}
+  Rows(E* base, int64_t s0, int64_t s1, int64_t s2) : base(base), s0(s0), s1(s1), s2(s2) {}
   E* operator()(int64_t i0, int64_t i1, int64_t i2) const { return base + i0 * s0 + i1 * s1 + i2 * s2; }
   E* base;
   int64_t s0, s1, s2;
@@ -161,13 +162,11 @@ void pack_row_groups(const GroupRows<E>& rows_of, int64_t n, int64_t rows, int64
 // dP^T = V dO^T), or as B, the head dim on the lanes and the reduction over keys (P V, dS K).
 enum class KeyOperand : uint8_t { a_rows, b_rows };
 
-// Rows [s0, s0 + nk) of kv head kv of batch row b, packed into `tile` as `use` needs them: rows of
-// Dp, or for B rows interleaved in pairs (bf16 pairs). A copy, not the tensor read in place: the tile
-// is contiguous, where a kv head's rows lie a whole token apart and crowd a few L1 sets.
+// A tile's nk key (or value) rows (G = 1), packed into `tile` as `use` needs them: rows of Dp, or
+// for B rows interleaved in pairs (bf16 pairs). A copy, not the tensor read in place: the tile is
+// contiguous, where a kv head's rows lie a whole token apart and crowd a few L1 sets.
 template <int64_t P, class Elem, class E>
-void pack_key_tile(const Rows<E>& x, int64_t b, int64_t s0, int64_t kv, int64_t nk, int64_t D, int64_t Dp,
-                   KeyOperand use, Elem* tile) {
-  const GroupRows<E> rows{x, b, s0, kv, 1};
+void pack_key_tile(const GroupRows<E>& rows, int64_t nk, int64_t D, int64_t Dp, KeyOperand use, Elem* tile) {
   if (use == KeyOperand::a_rows)
     pack_row_groups<1>(rows, nk, nk, D, Dp, tile);
   else

@@ -1,7 +1,10 @@
 // Reference causal GQA attention: the definition in attention.h, one query row at a time, in f64
 // whatever the dtype. Each row forms its scores, their max, the log-sum-exp and the probabilities
 // explicitly; backward recomputes the probabilities from the saved lse and follows the header's
-// formulas term by term. Not here: any blocking or online softmax (that is the cpu kernel's job).
+// formulas term by term. With RoPE fused (params.rope) it is literally the composition the fused
+// kernel stands for: rope_forward on copies of q and k, attention, rope_backward on dq and dk, each
+// rounded to the input dtype as the separate ops would. Not here: any blocking or online softmax
+// (that is the cpu kernel's job).
 // Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
 #include <cmath>
 #include <limits>
@@ -30,11 +33,9 @@ double dot_rows(const TensorView& x, int64_t x_row, const TensorView& y, int64_t
   return sum;
 }
 
-}  // namespace
-
-void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
-                       TensorView out_BTHD, TensorView lse_BHT) {
-  const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+// Attention on q and k as given (already rotated when RoPE is on).
+void attention_forward_rotated(const AttentionParams& params, const AttentionDims& dims, TensorView q_BTHD,
+                               TensorView k_BTKD, TensorView v_BTKD, TensorView out_BTHD, TensorView lse_BHT) {
   const auto [B, T, H, K, D, scale] = dims;
   const int64_t group = H / K;
   std::vector<double> score_T(static_cast<size_t>(T));
@@ -65,11 +66,9 @@ void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorV
   }
 }
 
-void attention_backward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
-                        TensorView out_BTHD, TensorView lse_BHT, TensorView dout_BTHD, TensorView dq_BTHD,
-                        TensorView dk_BTKD, TensorView dv_BTKD) {
-  const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
-  check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
+void attention_backward_rotated(const AttentionParams& params, const AttentionDims& dims, TensorView q_BTHD,
+                                TensorView k_BTKD, TensorView v_BTKD, TensorView out_BTHD, TensorView lse_BHT,
+                                TensorView dout_BTHD, TensorView dq_BTHD, TensorView dk_BTKD, TensorView dv_BTKD) {
   const auto [B, T, H, K, D, scale] = dims;
   const int64_t group = H / K;
   // dK and dV gather from every query head of the group and every later query: sum in f64, store once.
@@ -112,6 +111,46 @@ void attention_backward(const AttentionParams& params, TensorView q_BTHD, Tensor
   }
   copy_convert(dk_acc, dk_BTKD);
   copy_convert(dv_acc, dv_BTKD);
+}
+
+// A contiguous copy of x_BTXD (q or k), rotated by RoPE.
+Tensor rotated_copy(const AttentionRope& rope, TensorView x_BTXD) {
+  Tensor x = clone(x_BTXD, x_BTXD.dtype());
+  rope_forward(rope.params, rope.positions_N,
+               x.view().reshape({x_BTXD.size(0) * x_BTXD.size(1), x_BTXD.size(2), x_BTXD.size(3)}));
+  return x;
+}
+
+// dx_BTXD <- rope_backward(dx_rotated_BTXD).
+void rotate_back_into(const AttentionRope& rope, Tensor& dx_rotated_BTXD, TensorView dx_BTXD) {
+  const TensorView view = dx_rotated_BTXD.view();
+  rope_backward(rope.params, rope.positions_N, view.reshape({view.size(0) * view.size(1), view.size(2), view.size(3)}));
+  copy_convert(view, dx_BTXD);
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
+                       TensorView out_BTHD, TensorView lse_BHT) {
+  const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+  if (!params.rope) return attention_forward_rotated(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+  const Tensor q = rotated_copy(*params.rope, q_BTHD), k = rotated_copy(*params.rope, k_BTKD);
+  attention_forward_rotated(params, dims, q, k, v_BTKD, out_BTHD, lse_BHT);
+}
+
+void attention_backward(const AttentionParams& params, TensorView q_BTHD, TensorView k_BTKD, TensorView v_BTKD,
+                        TensorView out_BTHD, TensorView lse_BHT, TensorView dout_BTHD, TensorView dq_BTHD,
+                        TensorView dk_BTKD, TensorView dv_BTKD) {
+  const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
+  check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
+  if (!params.rope)
+    return attention_backward_rotated(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD,
+                                      dk_BTKD, dv_BTKD);
+  const Tensor q = rotated_copy(*params.rope, q_BTHD), k = rotated_copy(*params.rope, k_BTKD);
+  Tensor dq(q.shape(), q.dtype()), dk(k.shape(), k.dtype());
+  attention_backward_rotated(params, dims, q, k, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq, dk, dv_BTKD);
+  rotate_back_into(*params.rope, dq, dq_BTHD);
+  rotate_back_into(*params.rope, dk, dk_BTKD);
 }
 
 }  // namespace rf::kernels::ref

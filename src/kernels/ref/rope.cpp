@@ -20,7 +20,7 @@ void rotate(const RopeParams& p, TensorView pos_N, TensorView x_NHD, double sign
     for (int64_t h = 0; h < x_NHD.size(1); ++h) {
       const int64_t head = n * x_NHD.stride(0) + h * x_NHD.stride(1);
       for (int64_t i = 0; i < half; ++i) {
-        const double inv_freq = std::pow(p.theta, -2.0 * double(i) / double(rotary_dim));
+        const double inv_freq = rope_inv_freq(p, i, rotary_dim);
         const double angle = pos * inv_freq;
         const double cos_a = std::cos(angle), sin_a = sign * std::sin(angle);
         const double x1 = load_f64(x_NHD, head + i), x2 = load_f64(x_NHD, head + i + half);
