@@ -93,6 +93,10 @@ class KernelRegistry {
                        TensorView entropy_N, TensorView lse_N) const {
     table(KernelOp::logprob, logits_NV.dtype()).logprob_forward(p, logits_NV, targets_N, logp_N, entropy_N, lse_N);
   }
+  void logprob_shard_stats(const LogprobParams& p, TensorView logits_NV, TensorView targets_N,
+                           TensorView stats_N4) const {
+    table(KernelOp::logprob, logits_NV.dtype()).logprob_shard_stats(p, logits_NV, targets_N, stats_N4);
+  }
   void logprob_backward(const LogprobParams& p, TensorView logits_NV, TensorView targets_N, TensorView lse_N,
                         TensorView entropy_N, TensorView dlogp_N, TensorView dentropy_N, TensorView dlogits_NV) const {
     table(KernelOp::logprob, logits_NV.dtype())

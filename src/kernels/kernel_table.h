@@ -54,6 +54,7 @@ struct KernelTable {
   SwiGluForwardFn swiglu_forward;
   SwiGluBackwardFn swiglu_backward;
   LogprobForwardFn logprob_forward;
+  LogprobShardStatsFn logprob_shard_stats;
   LogprobBackwardFn logprob_backward;
   AdamWStepFn adamw_step;
   SumSquaresFn sum_squares;

@@ -19,6 +19,7 @@ AttentionBackward attention_backward;
 SwiGluForward swiglu_forward;
 SwiGluBackward swiglu_backward;
 LogprobForward logprob_forward;
+LogprobShardStats logprob_shard_stats;
 LogprobBackward logprob_backward;
 AdamWStep adamw_step;
 SumSquares sum_squares;

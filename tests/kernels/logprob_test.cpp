@@ -1,8 +1,9 @@
 // Softmax cross-entropy (log-prob, entropy) tests: every cpu variant against the ref (f32 and bf16
 // logits, awkward shapes, temperatures, strided views with sentinels, ignored targets, with and
 // without the entropy term, large logits), the ref and cpu against verl's own outputs
-// (logprobs_from_logits, entropy_from_logits), finite differences of the f64 ref backward, and
-// argument errors.
+// (logprobs_from_logits, entropy_from_logits), finite differences of the f64 ref backward, the
+// vocab-parallel path (shard statistics of 1-4 shards with padding, combined, and the shard backward)
+// against the whole-vocabulary kernels, and argument errors.
 // Legend: N tokens, V vocab, B batch, R response length.
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 
 #include "core/element_access.h"
 #include "kernels/fast_variants.h"
+#include "kernels/logprob_shards.h"
 #include "kernels/ref/ref_kernels.h"
 #include "support/test_support.h"
 
@@ -210,6 +212,68 @@ TEST(LogprobRef, BackwardMatchesFiniteDifferences) {
   expect_close(dlogits_none, dlogits_zero, 0, 0, "ref dlogits without the entropy term");
 }
 
+// The vocab-parallel path: a vocabulary of V ids padded to R shards of Vs columns (the padding
+// filled with large junk logits, which must be masked), each shard's statistics from one kernel,
+// combined in rank order, against the whole-vocabulary one-pass forward of the same variant; and the
+// shards' backward, concatenated, against the whole-vocabulary backward (padding gets zeros).
+void check_shards_against_whole(const KernelTable& table, DType dtype, int64_t N, int64_t V, int64_t R,
+                                double temperature, double rtol) {
+  const std::string what = fmt::format("{} {} N={} V={} R={} T={}", kernel_variant_name(table.variant),
+                                       dtype_name(dtype), N, V, R, temperature);
+  const int64_t Vs = (V + R - 1) / R, padded = Vs * R;
+  const DType stat = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor logits = random_tensor({N, padded}, dtype, 51, -4.0, 4.0);
+  copy_convert(random_tensor({N, padded - V}, dtype, 52, 50.0, 60.0), logits.view().slice(1, V, padded - V));
+  const TensorView real_logits = logits.view().slice(1, 0, V);
+  const Tensor targets = make_targets(N, V, DType::i64, 53);
+  const Tensor dlogp = random_tensor({N}, stat, 54), dentropy = random_tensor({N}, stat, 55);
+
+  const Tensor logp({N}, stat), entropy({N}, stat), lse({N}, stat);
+  table.logprob_forward({.temperature = temperature}, clone(real_logits, dtype), targets, logp, entropy, lse);
+  const Tensor dlogits({N, V}, dtype);
+  table.logprob_backward({.temperature = temperature}, clone(real_logits, dtype), targets, lse, entropy, dlogp,
+                         dentropy, dlogits);
+
+  const Tensor stats({R, N, kNumShardStats}, stat);
+  const Tensor dlogits_shards({N, padded}, dtype);
+  for (int64_t r = 0; r < R; ++r) {
+    const LogprobParams shard{.temperature = temperature, .vocab_start = r * Vs, .vocab_size = V};
+    table.logprob_shard_stats(shard, logits.view().slice(1, r * Vs, Vs), targets, stats.view().select(0, r));
+  }
+  const Tensor logp_sh({N}, stat), entropy_sh({N}, stat), lse_sh({N}, stat);
+  combine_logprob_shards(stats, targets, logp_sh, entropy_sh, lse_sh);
+  const double atol = dtype == DType::f64 ? 1e-12 : 1e-5;
+  expect_close(logp_sh, logp, rtol, atol, what + " logp");
+  expect_close(entropy_sh, entropy, rtol, atol, what + " entropy");
+  expect_close(lse_sh, lse, rtol, atol, what + " lse");
+  for (int64_t r = 0; r < R; ++r) {
+    const LogprobParams shard{.temperature = temperature, .vocab_start = r * Vs, .vocab_size = V};
+    table.logprob_backward(shard, logits.view().slice(1, r * Vs, Vs), targets, lse_sh, entropy_sh, dlogp, dentropy,
+                           dlogits_shards.view().slice(1, r * Vs, Vs));
+  }
+  expect_close(dlogits_shards.view().slice(1, 0, V), dlogits, rtol, atol, what + " dlogits");
+  expect_close(dlogits_shards.view().slice(1, V, padded - V), Tensor({N, padded - V}, dtype), 0, 0,
+               what + " padding gets no gradient");
+}
+
+TEST(LogprobKernels, VocabShardsCombineToTheWholeVocabulary) {
+  for (int64_t R : {1, 2, 3, 4}) {
+    for (int64_t V : {7, 130, 1000}) {
+      check_shards_against_whole(ref::table(), DType::f64, 9, V, R, 0.8, 1e-12);
+      for (const KernelTable* table : fast_tables()) {
+        check_shards_against_whole(*table, DType::f32, 9, V, R, 1.0, 1e-5);
+        check_shards_against_whole(*table, DType::bf16, 9, V, R, 0.7, 1e-2);
+      }
+    }
+  }
+}
+
+// A shard made only of padding (R ranks, a vocabulary shorter than R - 1 shards) contributes nothing.
+TEST(LogprobKernels, AShardOfPaddingOnlyContributesNothing) {
+  for (const KernelTable* table : fast_tables()) check_shards_against_whole(*table, DType::f32, 5, 3, 4, 1.0, 1e-5);
+  check_shards_against_whole(ref::table(), DType::f64, 5, 3, 4, 1.0, 1e-12);
+}
+
 TEST(LogprobKernels, RejectBadArguments) {
   std::vector<const KernelTable*> tables = fast_tables();
   tables.insert(tables.begin(), &ref::table());
@@ -229,6 +293,13 @@ TEST(LogprobKernels, RejectBadArguments) {
     }
     EXPECT_THROW(table->logprob_forward({.temperature = 0.0}, logits, good, logp, {}, lse), Error) << what;
     EXPECT_THROW(table->logprob_forward({.vocab_start = 5}, logits, good, logp, {}, lse), Error) << what;
+    // A shard of a larger vocabulary goes through the shard statistics, not the one-pass forward.
+    EXPECT_THROW(table->logprob_forward({.vocab_size = 4}, logits, good, logp, {}, lse), Error) << what;
+    const Tensor stats({2, kNumShardStats}, DType::f32);
+    EXPECT_THROW(table->logprob_shard_stats({.vocab_start = -1, .vocab_size = 8}, logits, good, stats), Error) << what;
+    EXPECT_THROW(table->logprob_shard_stats({.vocab_start = 5, .vocab_size = 5}, logits, out_of_range, stats), Error)
+        << what;  // target 5 outside a vocabulary of 5
+    EXPECT_THROW(table->logprob_shard_stats({.vocab_start = 0, .vocab_size = 5}, logits, good, lse), Error) << what;
     EXPECT_THROW(table->logprob_forward({}, logits, good, lse.view().slice(0, 0, 1), {}, lse), Error) << what;
     const Tensor dlogits_wrong_dtype({2, 5}, DType::bf16);
     EXPECT_THROW(table->logprob_backward({}, logits, good, lse, {}, logp, {}, dlogits_wrong_dtype), Error) << what;

@@ -1,13 +1,12 @@
 // Reference softmax cross-entropy with log-prob and entropy outputs: the formulas of logprob.h,
-// one row at a time, every sum in f64 (logits of any dtype are read as f64).
-// Not here: the vocab-parallel case (vocab_start != 0), whose max and sum-exp must be reduced
-// across the tensor-parallel ranks; that reduction belongs to the dist layer, so these kernels
-// only accept the full vocabulary.
+// one row at a time, every sum in f64 (logits of any dtype are read as f64). The shard statistics
+// and the backward take the vocab-parallel convention (vocab_start, padding past vocab_size).
 // Legend: N tokens, V vocab (columns held here).
 #include <cmath>
 #include <limits>
 
 #include "core/element_access.h"
+#include "kernels/logprob_args.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace rf::kernels::ref {
@@ -15,26 +14,12 @@ namespace {
 
 DType output_dtype(DType logits_dtype) { return logits_dtype == DType::f64 ? DType::f64 : DType::f32; }
 
-void check_common(const LogprobParams& params, TensorView logits_NV, TensorView targets_N) {
-  RF_CHECK(params.temperature > 0, "logprob: temperature must be > 0, got {}", params.temperature);
-  RF_CHECK(params.vocab_start == 0,
-           "logprob: vocab_start {} (a vocab-parallel shard) is not supported by the kernel; the "
-           "cross-rank max/sum-exp reduction is done by the dist layer",
-           params.vocab_start);
-  RF_CHECK(logits_NV.rank() == 2 && logits_NV.inner_contiguous() && logits_NV.size(1) > 0,
-           "logits_NV: expected a non-empty [N, V] view with a contiguous inner dim, got {}",
-           logits_NV.describe());
+LogprobColumns check_common(const LogprobParams& params, TensorView logits_NV, TensorView targets_N) {
+  const LogprobColumns columns = check_logprob_args(params, logits_NV, targets_N);
   const DType dtype = logits_NV.dtype();
   RF_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f64,
            "logits_NV: expected f32, bf16 or f64, got {}", dtype_name(dtype));
-  check_shape(targets_N, Shape{logits_NV.size(0)}, "targets_N");
-  RF_CHECK(targets_N.dtype() == DType::i32 || targets_N.dtype() == DType::i64,
-           "targets_N: expected i32 or i64, got {}", dtype_name(targets_N.dtype()));
-  const int64_t V = logits_NV.size(1);
-  for (int64_t n = 0; n < targets_N.size(0); ++n) {
-    const int64_t target = int64_t(load_f64(targets_N, n * targets_N.stride(0)));
-    RF_CHECK(target < V, "logprob: target id {} outside the vocabulary of {}", target, V);
-  }
+  return columns;
 }
 
 void check_per_token(TensorView t_N, int64_t N, DType dtype, const char* what) {
@@ -54,7 +39,7 @@ int64_t target(const TensorView& targets_N, int64_t n) {
 
 void logprob_forward(const LogprobParams& params, TensorView logits_NV, TensorView targets_N, TensorView logp_N,
                      TensorView entropy_N, TensorView lse_N) {
-  check_common(params, logits_NV, targets_N);
+  check_whole_vocabulary(check_common(params, logits_NV, targets_N));
   const int64_t N = logits_NV.size(0), V = logits_NV.size(1);
   const DType out = output_dtype(logits_NV.dtype());
   check_per_token(logp_N, N, out, "logp_N");
@@ -79,9 +64,33 @@ void logprob_forward(const LogprobParams& params, TensorView logits_NV, TensorVi
   }
 }
 
+void logprob_shard_stats(const LogprobParams& params, TensorView logits_NV, TensorView targets_N,
+                         TensorView stats_N4) {
+  const LogprobColumns columns = check_common(params, logits_NV, targets_N);
+  const int64_t N = logits_NV.size(0);
+  check_shape(stats_N4, Shape{N, kNumShardStats}, "stats_N4");
+  check_dtype(stats_N4, output_dtype(logits_NV.dtype()), "stats_N4");
+  const double T = params.temperature, minus_inf = -std::numeric_limits<double>::infinity();
+  for (int64_t n = 0; n < N; ++n) {
+    double z_max = minus_inf;
+    for (int64_t v = 0; v < columns.real; ++v) z_max = std::max(z_max, logit(logits_NV, n, v) / T);
+    double sum_exp = 0, sum_exp_delta = 0;
+    for (int64_t v = 0; v < columns.real; ++v) {
+      const double delta = logit(logits_NV, n, v) / T - z_max;
+      sum_exp += std::exp(delta);
+      sum_exp_delta += std::exp(delta) * delta;
+    }
+    const int64_t t = target(targets_N, n);
+    const double target_z = columns.holds(t) ? logit(logits_NV, n, t - columns.vocab_start) / T : minus_inf;
+    const double stats[kNumShardStats] = {z_max, sum_exp, sum_exp_delta, target_z};
+    for (int64_t s = 0; s < kNumShardStats; ++s)
+      store_f64(stats_N4, n * stats_N4.stride(0) + s * stats_N4.stride(1), stats[s]);
+  }
+}
+
 void logprob_backward(const LogprobParams& params, TensorView logits_NV, TensorView targets_N, TensorView lse_N,
                       TensorView entropy_N, TensorView dlogp_N, TensorView dentropy_N, TensorView dlogits_NV) {
-  check_common(params, logits_NV, targets_N);
+  const LogprobColumns columns = check_common(params, logits_NV, targets_N);
   const int64_t N = logits_NV.size(0), V = logits_NV.size(1);
   const DType out = output_dtype(logits_NV.dtype());
   check_per_token(lse_N, N, out, "lse_N");
@@ -104,9 +113,13 @@ void logprob_backward(const LogprobParams& params, TensorView logits_NV, TensorV
     const double entropy = with_entropy ? load_f64(entropy_N, n * entropy_N.stride(0)) : 0.0;
     const double dentropy = with_entropy ? load_f64(dentropy_N, n * dentropy_N.stride(0)) : 0.0;
     for (int64_t v = 0; v < V; ++v) {
+      if (v >= columns.real) {  // padding: -inf logits, no probability, no gradient
+        store_f64(dlogits_NV, n * dlogits_NV.stride(0) + v, 0.0);
+        continue;
+      }
       const double z = logit(logits_NV, n, v) / T;
       const double p = std::exp(z - lse);
-      const double dz = dlogp * ((v == t ? 1.0 : 0.0) - p) - dentropy * p * (z - lse + entropy);
+      const double dz = dlogp * ((v + columns.vocab_start == t ? 1.0 : 0.0) - p) - dentropy * p * (z - lse + entropy);
       store_f64(dlogits_NV, n * dlogits_NV.stride(0) + v, dz / T);
     }
   }
