@@ -12,7 +12,11 @@ void EngineConfig::validate() const {
     if (value != 1)
       throw ConfigError(key, fmt::format("{}: only 1 is supported until the distributed engine lands", value));
   };
-  single("tensor_model_parallel_size", tensor_model_parallel_size);
+  if (tensor_model_parallel_size < 1)
+    throw ConfigError("tensor_model_parallel_size", fmt::format("must be >= 1, got {}", tensor_model_parallel_size));
+  if (make_vocab_size_divisible_by < 1)
+    throw ConfigError("make_vocab_size_divisible_by",
+                      fmt::format("must be >= 1, got {}", make_vocab_size_divisible_by));
   single("pipeline_model_parallel_size", pipeline_model_parallel_size);
   single("context_parallel_size", context_parallel_size);
   single("expert_model_parallel_size", expert_model_parallel_size);

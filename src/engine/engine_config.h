@@ -1,7 +1,8 @@
 // EngineConfig: verl's `megatron:` block (verl.md §3; the same type the RL config reads under
-// actor_rollout_ref.actor.megatron). Parallel sizes other than 1 are accepted by the schema and
-// rejected by validate() until the distributed engine lands, so a config written for it fails
-// loudly rather than silently running on one rank.
+// actor_rollout_ref.actor.megatron). Tensor parallel runs at any size the ranks provide; pipeline,
+// context and expert parallel sizes other than 1 are accepted by the schema and rejected by
+// validate() until they land, so a config written for them fails loudly rather than silently
+// running without them.
 #pragma once
 
 #include <string>
@@ -12,6 +13,7 @@ namespace rf::engine {
 
 struct EngineConfig {
   int64_t tensor_model_parallel_size = 1;
+  int64_t make_vocab_size_divisible_by = 128;
   int64_t pipeline_model_parallel_size = 1;
   int64_t context_parallel_size = 1;
   int64_t expert_model_parallel_size = 1;
@@ -29,6 +31,8 @@ struct EngineConfig {
     f("pipeline_model_parallel_size", pipeline_model_parallel_size, "PP size");
     f("context_parallel_size", context_parallel_size, "CP size");
     f("expert_model_parallel_size", expert_model_parallel_size, "EP size");
+    f("make_vocab_size_divisible_by", make_vocab_size_divisible_by,
+      "with TP > 1 the vocabulary is padded to a multiple of this x TP (padding masked, never exported)");
     f("sequence_parallel", sequence_parallel, "sequence parallelism (with TP > 1)");
     f("use_distributed_optimizer", use_distributed_optimizer, "ZeRO-1 optimizer sharding over DP");
     f("dtype", dtype, "compute dtype: bfloat16 (bf16 compute, f32 master weights) or float32");

@@ -125,10 +125,10 @@ std::vector<SampledSequence> sample_decode(model::CausalLm& model, const std::ve
     }
     if (active.empty()) break;
     const model::PackedSequences packed = model::pack_sequences(active);
-    const model::ModelOutputs outputs = model.forward(packed.inputs(), model::EntropyOutput::skip);
+    model.forward(packed.inputs(), model::EntropyOutput::skip);
     for (size_t a = 0; a < active.size(); ++a) {
       const size_t i = which[a];
-      const TensorView row = outputs.logits_NV.select(0, packed.cu_seqlens[a + 1] - 1);
+      const TensorView row = model.vocab_logits(packed.cu_seqlens[a + 1] - 1);
       const double u = Philox(params.seed, requests[i].request << 32 | requests[i].sample).uniform(uint64_t(step));
       const int64_t token = sample_token(row, num_candidates, params, u);
       sequences[i].push_back(token);

@@ -1,5 +1,7 @@
 #include "engine/train_engine.h"
 
+#include <fmt/format.h>
+
 #include "core/element_access.h"
 #include "core/log.h"
 #include "model/hf_weights.h"
@@ -16,6 +18,15 @@ std::optional<model::ParamStore> make_compute_copy(DType compute, const model::P
                                           TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params});
 }
 
+// This rank's place in its TP group, for the weights' layout.
+model::TensorParallelShard tp_shard_of(const EngineConfig& config, const dist::ParallelContext& parallel) {
+  if (config.tensor_model_parallel_size != parallel.tp().size())
+    throw ConfigError("tensor_model_parallel_size",
+                      fmt::format("{} but the engine's TP group has {} ranks", config.tensor_model_parallel_size,
+                                  parallel.tp().size()));
+  return {.rank = parallel.tp().rank(), .size = parallel.tp().size(), .vocab_multiple = config.make_vocab_size_divisible_by};
+}
+
 }  // namespace
 
 TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
@@ -26,17 +37,17 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       compute_dtype_(engine_config.compute_dtype()),
       kernels_(kernels),
       parallel_(parallel),
-      master_(model::ParamLayout::for_model(model_config), DType::f32,
+      master_(model::ParamLayout::for_model(model_config, tp_shard_of(engine_config, parallel)), DType::f32,
               {&tracker, MemoryTier::device, MemoryCategory::params}),
       compute_copy_(make_compute_copy(compute_dtype_, master_.layout(), tracker)),
-      grads_(model::ParamLayout::for_model(model_config), DType::f32,
+      grads_(master_.layout(), DType::f32,
              {&tracker, MemoryTier::device, MemoryCategory::grads}),
       optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, kernels, parallel, &tracker),
       scheduler_(optim_config),
       dlogp_N_({max_tokens_per_micro_batch}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace}),
       dentropy_N_({max_tokens_per_micro_batch}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace}) {
   config_.validate();
-  if (config_.sequence_parallel)
+  if (config_.sequence_parallel && parallel.tp().size() == 1)
     core::log_warning("megatron.sequence_parallel has no effect at tensor_model_parallel_size 1");
   model_ = std::make_unique<model::CausalLm>(model_config_, compute_copy_ ? *compute_copy_ : master_, &grads_, kernels,
                                              parallel, &tracker);
@@ -104,10 +115,18 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   return result;
 }
 
+void TrainEngine::reduce_gradients() {
+  if (grads_reduced_) return;
+  model_->finish_grads();
+  grads_reduced_ = true;
+}
+
 double TrainEngine::optimizer_step() {
+  reduce_gradients();
   const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
   grads_.zero();
   grads_zeroed_ = true;
+  grads_reduced_ = false;
   return grad_norm;
 }
 

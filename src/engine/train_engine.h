@@ -62,6 +62,11 @@ class TrainEngine {
   ForwardBackwardResult forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                          ForwardOnly forward_only,
                                          model::EntropyOutput entropy = model::EntropyOutput::skip);
+  // Completes the step's gradients across the parallel ranks once its last backward has run (the TP
+  // sums of CausalLm::finish_grads). Called by optimizer_step; callers that read the gradients
+  // first call it themselves. Idempotent until the gradients are zeroed.
+  void reduce_gradients();
+  const model::GradBuffer& grads() const { return grads_; }
   double optimizer_step();  // returns the pre-clip grad norm; gradients are zeroed for the next step
   double lr_step();         // advances the schedule; returns the new lr
   double lr() const { return scheduler_.lr(); }
@@ -93,6 +98,7 @@ class TrainEngine {
   std::optional<model::ParamStore> compute_copy_;  // bf16 weights the model reads
   model::GradBuffer grads_;
   bool grads_zeroed_ = true;  // no backward since the GradBuffer was last zeroed (it starts zeroed)
+  bool grads_reduced_ = false;  // reduce_gradients ran since the last zeroing
   std::unique_ptr<model::CausalLm> model_;
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;

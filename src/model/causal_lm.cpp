@@ -1,6 +1,7 @@
 #include "model/causal_lm.h"
 
 #include "core/element_access.h"
+#include "dist/tp_comm.h"
 
 namespace rf::model {
 namespace {
@@ -29,12 +30,14 @@ CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuff
       workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
       attention_(config, parallel.tp().size()),
       mlp_(config, parallel.tp().size()),
-      head_(config) {
+      vocab_rows_(params.layout().entry("model.embed_tokens.weight").shape[0]),
+      vocab_start_(params.layout().entry("model.embed_tokens.weight").shard_start),
+      head_(config, vocab_rows_, vocab_start_) {
   config_.validate();
-  RF_CHECK(parallel.tp().size() == 1,
-           "tensor parallel size {}: the model runs at TP 1 until the distributed engine adds vocab-parallel "
-           "cross-entropy and weight sharding",
-           parallel.tp().size());
+  const TensorParallelShard& layout_tp = params.layout().tp();
+  RF_CHECK(layout_tp.size == parallel.tp().size() && layout_tp.rank == parallel.tp().rank(),
+           "the weights are laid out for TP rank {} of {}, the model runs as rank {} of {}", layout_tp.rank,
+           layout_tp.size, parallel.tp().rank(), parallel.tp().size());
   RF_CHECK(params.dtype() == DType::f32 || params.dtype() == DType::bf16 || params.dtype() == DType::f64,
            "model weights in {}: expected f32, bf16 or f64", dtype_name(params.dtype()));
   if (grads_)
@@ -68,7 +71,7 @@ void CausalLm::reserve(int64_t N) {
     attention_.reserve(attention_saved_[size_t(l)], N, dtype, activations_account_);
     mlp_.reserve(mlp_saved_[size_t(l)], N, dtype, activations_account_);
   }
-  head_.reserve(head_saved_, head_scratch_, N, dtype, activations_account_, workspace_account_);
+  head_.reserve(head_saved_, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_, workspace_account_);
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -101,7 +104,9 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
   const LayerContext ctx = context();
   const BatchShape shape{in.batch, in.seq_len, in.positions_N, in.cu_seqlens};
 
-  kernels_.embedding_forward({0}, in.tokens_N, embed_w_VC_, rows(residual_[0], N));
+  // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest.
+  kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(residual_[0], N));
+  dist::TpReduce::forward(parallel_.tp(), rows(residual_[0], N));
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
     attention_.forward(ctx, shape, layer_weights_[i].attention, rows(residual_[i], N), rows(mid_[i], N),
                        attention_saved_[i]);
@@ -112,7 +117,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
                 head_saved_);
   forward_done_ = true;
   return ModelOutputs{rows(head_saved_.logp_N, N), with_entropy ? rows(head_saved_.entropy_N, N) : TensorView(),
-                      rows(head_saved_.logits_NV, N)};
+                      rows(head_saved_.logits_NV, N), vocab_start_};
 }
 
 void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accumulate linear_weight_grads) {
@@ -140,7 +145,32 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accu
     attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(residual_[i], N),
                         attention_saved_[i], attention_scratch_, dresid_NC);
   }
-  kernels_.embedding_backward({0}, in.tokens_N, dresid_NC, embed_grad_VC_);
+  dist::TpReduce::backward(parallel_.tp(), dresid_NC);
+  kernels_.embedding_backward({vocab_start_}, in.tokens_N, dresid_NC, embed_grad_VC_);
+}
+
+TensorView CausalLm::vocab_logits(int64_t n) {
+  RF_CHECK(forward_done_ && n >= 0 && n < inputs_.batch * inputs_.seq_len, "vocab_logits: token {} of the last forward",
+           n);
+  const TensorView row_V = head_saved_.logits_NV.view().select(0, n);
+  dist::ProcessGroup& tp = parallel_.tp();
+  if (tp.size() == 1) return row_V;
+  if (gathered_logits_V_.numel() != tp.size() * vocab_rows_)
+    gathered_logits_V_ = Tensor({tp.size() * vocab_rows_}, params_.dtype(), workspace_account_);
+  tp.all_gather(row_V, gathered_logits_V_);
+  return gathered_logits_V_.view().slice(0, 0, config_.vocab_size);
+}
+
+void CausalLm::finish_grads() {
+  RF_CHECK(grads_ != nullptr, "finish_grads on a model built without a GradBuffer");
+  dist::ProcessGroup& tp = parallel_.tp();
+  if (tp.size() == 1) return;
+  // q_norm / k_norm scale every head; each rank saw only its own heads (Megatron sums qk_layernorm
+  // weights over TP). The other norms see the whole (TP-replicated) activations: identical already.
+  for (const LayerParams& g : layer_grads_) {
+    if (!g.attention.q_norm_w_D.empty()) tp.all_reduce(g.attention.q_norm_w_D, dist::ReduceOp::sum);
+    if (!g.attention.k_norm_w_D.empty()) tp.all_reduce(g.attention.k_norm_w_D, dist::ReduceOp::sum);
+  }
 }
 
 }  // namespace rf::model

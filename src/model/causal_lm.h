@@ -20,8 +20,8 @@ namespace rf::model {
 
 class CausalLm {
  public:
-  // `grads` may be null for inference-only use. The parallel context's TP group must have size 1
-  // until the distributed engine lands (vocab-parallel cross-entropy and weight sharding are its).
+  // `grads` may be null for inference-only use. The weights' layout must be for the parallel
+  // context's TP rank (ParamLayout::for_model with that rank and size).
   CausalLm(const ModelConfig& config, const ParamStore& params, GradBuffer* grads,
            const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
            MemoryTracker* tracker = nullptr);
@@ -41,6 +41,14 @@ class CausalLm {
   // GradBuffer was zeroed, where both give the same values (see LayerContext).
   void backward(TensorView dlogp_N, TensorView dentropy_N,
                 kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
+  // Token n's logits (of the last forward, before the temperature) over the real vocabulary:
+  // gathered over the TP ranks when the vocabulary is split, so every rank gets the same row.
+  // Valid until the next call or forward.
+  TensorView vocab_logits(int64_t n);
+  // Once after the last backward of a step (Megatron's finalize_model_grads, TP part): sums over
+  // the TP ranks the gradients each rank computed from its part of the activations only. A no-op
+  // at TP 1. (Summing after every micro-batch would add the earlier ones again.)
+  void finish_grads();
 
  private:
   void validate(const ModelInputs& inputs) const;
@@ -55,6 +63,7 @@ class CausalLm {
 
   AttentionBlock attention_;
   MlpBlock mlp_;
+  int64_t vocab_rows_, vocab_start_;  // this TP rank's rows of the (padded) vocabulary
   LmHead head_;
 
   // Parameter and gradient views, bound by name once (a step does no name lookups).
@@ -76,6 +85,7 @@ class CausalLm {
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;
   Tensor dresid_NC_;
+  Tensor gathered_logits_V_;  // TP > 1: one row of every rank's logits, rank-major
 
   ModelInputs inputs_;  // of the last forward, for backward
   bool forward_done_ = false;

@@ -30,10 +30,17 @@ void load_hf_weights(const ParamStore& params, const std::string& model_dir) {
     }
     const ParamEntry& e = layout.entry(name);
     const auto& stored = weights.entry(name);
-    if (!(stored.shape == e.shape))
+    if (!(stored.shape == e.hf_shape))
       throw IoError(file, fmt::format("tensor '{}' has shape {}, the config implies {}", name,
-                                      stored.shape.to_string(), e.shape.to_string()));
-    weights.read_into(name, params.get(name));
+                                      stored.shape.to_string(), e.hf_shape.to_string()));
+    if (e.shape == e.hf_shape) {
+      weights.read_into(name, params.get(name));
+    } else {  // a tensor-parallel shard: read the whole tensor, keep this rank's part
+      const Tensor whole(e.hf_shape, params.dtype());
+      weights.read_into(name, whole);
+      fill_zero(params.get(name));  // vocab padding rows
+      copy_convert(e.hf_part(whole), e.local_part(params.get(name)));
+    }
     loaded.insert(name);
   }
   for (const ParamEntry& e : layout.entries())

@@ -1,5 +1,7 @@
 #include "model/lm_head.h"
 
+#include "dist/tp_comm.h"
+#include "kernels/logprob_shards.h"
 #include "model/param_store.h"
 
 namespace rf::model {
@@ -17,10 +19,11 @@ LmHeadParams LmHeadParams::bind(const Store& s, const ModelConfig& c) {
 template LmHeadParams LmHeadParams::bind<ParamStore>(const ParamStore&, const ModelConfig&);
 template LmHeadParams LmHeadParams::bind<GradBuffer>(const GradBuffer&, const ModelConfig&);
 
-LmHead::LmHead(const ModelConfig& c) : eps_(c.rms_norm_eps), C_(c.hidden_size), V_(c.vocab_size) {}
+LmHead::LmHead(const ModelConfig& c, int64_t vocab_columns, int64_t vocab_start)
+    : eps_(c.rms_norm_eps), C_(c.hidden_size), V_(vocab_columns), vocab_start_(vocab_start), vocab_size_(c.vocab_size) {}
 
-void LmHead::reserve(LmHeadSaved& s, LmHeadScratch& scratch, int64_t N, DType dtype, TensorAccount activations,
-                     TensorAccount workspace) const {
+void LmHead::reserve(LmHeadSaved& s, LmHeadScratch& scratch, int64_t N, int64_t tp_size, DType dtype,
+                     TensorAccount activations, TensorAccount workspace) const {
   const DType stat = stat_dtype_for(dtype);
   s.xf_NC = Tensor({N, C_}, dtype, activations);
   s.rstd_N = Tensor({N}, stat, activations);
@@ -28,6 +31,10 @@ void LmHead::reserve(LmHeadSaved& s, LmHeadScratch& scratch, int64_t N, DType dt
   s.logp_N = Tensor({N}, stat, activations);
   s.entropy_N = Tensor({N}, stat, activations);
   s.lse_N = Tensor({N}, stat, activations);
+  if (tp_size > 1) {
+    s.stats_N4 = Tensor({N, kernels::kNumShardStats}, stat, workspace);
+    s.stats_RN4 = Tensor({tp_size, N, kernels::kNumShardStats}, stat, workspace);
+  }
   scratch.dlogits_NV = Tensor({N, V_}, dtype, workspace);
   scratch.dxf_NC = Tensor({N, C_}, dtype, workspace);
 }
@@ -38,9 +45,22 @@ void LmHead::forward(const LayerContext& ctx, int64_t N, const LmHeadParams& w, 
   TensorView xf_NC = rows(s.xf_NC, N), logits_NV = rows(s.logits_NV, N);
   kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
   k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xf_NC, norm_saved);
+  dist::ProcessGroup& tp = ctx.parallel.tp();
+  dist::TpCopy::forward(tp, xf_NC);
   k.linear_forward(xf_NC, w.w_VC, TensorView(), logits_NV);
-  k.logprob_forward({temperature, 0}, logits_NV, targets_N, rows(s.logp_N, N),
-                    with_entropy ? rows(s.entropy_N, N) : TensorView(), rows(s.lse_N, N));
+  const TensorView logp_N = rows(s.logp_N, N), entropy_N = with_entropy ? rows(s.entropy_N, N) : TensorView();
+  if (tp.size() == 1) {
+    k.logprob_forward(logprob_params(temperature), logits_NV, targets_N, logp_N, entropy_N, rows(s.lse_N, N));
+    return;
+  }
+  const TensorView stats_N4 = rows(s.stats_N4, N);
+  k.logprob_shard_stats(logprob_params(temperature), logits_NV, targets_N, stats_N4);
+  // All ranks' statistics, rank-major, in the head of the [R, capacity, 4] buffer viewed as [R, N, 4].
+  const int64_t gathered_numel = tp.size() * N * kernels::kNumShardStats;
+  const TensorView gathered = s.stats_RN4.view().reshape({s.stats_RN4.numel()}).slice(0, 0, gathered_numel);
+  tp.all_gather(stats_N4, gathered);
+  kernels::combine_logprob_shards(gathered.reshape({tp.size(), N, kernels::kNumShardStats}), targets_N, logp_N,
+                                  entropy_N, rows(s.lse_N, N));
 }
 
 void LmHead::backward(const LayerContext& ctx, int64_t N, const LmHeadParams& w, const LmHeadParams& g,
@@ -48,11 +68,12 @@ void LmHead::backward(const LayerContext& ctx, int64_t N, const LmHeadParams& w,
                       LmHeadScratch& scratch, TensorView dlogp_N, TensorView dentropy_N, TensorView dresid_NC) const {
   const auto& k = ctx.kernels;
   TensorView logits_NV = rows(s.logits_NV, N), dlogits_NV = rows(scratch.dlogits_NV, N);
-  k.logprob_backward({temperature, 0}, logits_NV, targets_N, rows(s.lse_N, N),
+  k.logprob_backward(logprob_params(temperature), logits_NV, targets_N, rows(s.lse_N, N),
                      dentropy_N.empty() ? TensorView() : rows(s.entropy_N, N), dlogp_N, dentropy_N, dlogits_NV);
   TensorView xf_NC = rows(s.xf_NC, N), dxf_NC = rows(scratch.dxf_NC, N);
   k.linear_dgrad(dlogits_NV, w.w_VC, dxf_NC, kernels::Accumulate::overwrite);
   k.linear_wgrad(dlogits_NV, xf_NC, g.w_VC, TensorView(), ctx.linear_weight_grads);
+  dist::TpCopy::backward(ctx.parallel.tp(), dxf_NC);
   const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
   k.rmsnorm_backward({eps_}, dxf_NC, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C,
                      kernels::Accumulate::overwrite);

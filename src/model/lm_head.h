@@ -1,7 +1,12 @@
 // The top of the model: final RMSNorm, the LM head projection (the embedding matrix when tied)
 // and the fused softmax cross-entropy that yields per-token log-probs and entropy.
 //   xf = rmsnorm(x);  logits = xf W^T;  logp, entropy = logprob(logits / temperature, targets)
-// Legend: N tokens, C hidden, V vocab.
+// Tensor parallel: W is column-parallel over the (padded) vocabulary, so each rank computes its
+// columns of the logits; TpCopy sits before the projection. The log-prob is vocab-parallel
+// (kernels/logprob.h): each rank's shard statistics are all-gathered over TP and combined, so every
+// rank holds the whole-vocabulary logp, entropy and lse; the backward needs no collective beyond
+// TpCopy's all-reduce of dxf.
+// Legend: N tokens, C hidden, V vocab (this rank's columns: V_pad / tp), R TP ranks.
 #pragma once
 
 #include "core/tensor.h"
@@ -19,6 +24,7 @@ struct LmHeadParams {
 
 struct LmHeadSaved {
   Tensor xf_NC, rstd_N, logits_NV, logp_N, entropy_N, lse_N;
+  Tensor stats_N4, stats_RN4;  // vocab-parallel shard statistics, this rank's and all ranks' (TP > 1)
 };
 
 struct LmHeadScratch {
@@ -27,9 +33,10 @@ struct LmHeadScratch {
 
 class LmHead {
  public:
-  explicit LmHead(const ModelConfig& config);
+  // vocab_columns and vocab_start: this rank's columns of the padded vocabulary.
+  LmHead(const ModelConfig& config, int64_t vocab_columns, int64_t vocab_start);
 
-  void reserve(LmHeadSaved& saved, LmHeadScratch& scratch, int64_t max_tokens, DType dtype,
+  void reserve(LmHeadSaved& saved, LmHeadScratch& scratch, int64_t max_tokens, int64_t tp_size, DType dtype,
                TensorAccount activations, TensorAccount workspace) const;
 
   // Fills saved.logp_N (and saved.entropy_N when asked) from the last hidden states x_NC.
@@ -41,8 +48,12 @@ class LmHead {
                 LmHeadScratch& scratch, TensorView dlogp_N, TensorView dentropy_N, TensorView dresid_NC) const;
 
  private:
+  kernels::LogprobParams logprob_params(double temperature) const {
+    return {.temperature = temperature, .vocab_start = vocab_start_, .vocab_size = vocab_size_};
+  }
+
   double eps_;
-  int64_t C_, V_;
+  int64_t C_, V_, vocab_start_, vocab_size_;
 };
 
 }  // namespace rf::model

@@ -25,6 +25,8 @@ struct ModelOutputs {
   TensorView logp_N;     // log p(target | prefix); 0 where the target is -100
   TensorView entropy_N;  // full-vocabulary entropy (nats); empty if not requested
   TensorView logits_NV;  // before the temperature (greedy decoding reads the argmax)
+  // Under TP, logits_NV holds this rank's columns of the padded vocabulary, from this id on.
+  int64_t vocab_start = 0;
 };
 
 enum class EntropyOutput : uint8_t { skip, compute };

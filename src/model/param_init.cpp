@@ -9,14 +9,18 @@ void init_params(const ParamStore& params, const ModelConfig& config, uint64_t s
   const auto& entries = params.layout().entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const ParamEntry& e = entries[i];
-    const TensorView view = params.get(e.name);
-    const bool is_bias = e.name.ends_with(".bias");
-    const bool is_norm = e.name.ends_with("norm.weight");
-    if (is_norm) {
-      fill_uniform(view, Philox(seed, i), 1.0, 1.0);
-    } else if (!is_bias) {
-      fill_normal(view, Philox(seed, i), 0.0, config.initializer_range);
-    }
+    if (e.name.ends_with(".bias")) continue;
+    // The whole tensor is drawn and this TP rank keeps its part, so a model is the same whatever
+    // the layout (Megatron's CPU-init mode, §2.9); vocab padding rows stay zero.
+    const bool whole = e.shape == e.hf_shape;
+    Tensor full;
+    if (!whole) full = Tensor(e.hf_shape, params.dtype());
+    const TensorView draw = whole ? params.get(e.name) : full.view();
+    if (e.name.ends_with("norm.weight"))
+      fill_uniform(draw, Philox(seed, i), 1.0, 1.0);
+    else
+      fill_normal(draw, Philox(seed, i), 0.0, config.initializer_range);
+    if (!whole) copy_convert(e.hf_part(full), e.local_part(params.get(e.name)));
   }
 }
 

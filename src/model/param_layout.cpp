@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace rf::model {
@@ -15,10 +17,38 @@ std::string layer_param_name(int64_t layer, const char* suffix) {
   return fmt::format("model.layers.{}.{}", layer, suffix);
 }
 
-void ParamLayout::add(std::string name, Shape shape) {
+int64_t ParamEntry::real_extent() const {
+  if (split == TpSplit::replicated) return shape[0];
+  const int dim = split == TpSplit::rows ? 0 : 1;
+  return std::clamp<int64_t>(hf_shape[dim] - shard_start, 0, shape[dim]);
+}
+
+TensorView ParamEntry::hf_part(const TensorView& hf_tensor) const {
+  if (split == TpSplit::replicated) return hf_tensor;
+  const int dim = split == TpSplit::rows ? 0 : 1;
+  // A shard wholly in the vocab padding holds nothing of the tensor: an empty slice at its end.
+  return hf_tensor.slice(dim, std::min(shard_start, hf_shape[dim]), real_extent());
+}
+
+TensorView ParamEntry::local_part(const TensorView& shard) const {
+  if (split == TpSplit::replicated) return shard;
+  return shard.slice(split == TpSplit::rows ? 0 : 1, 0, real_extent());
+}
+
+void ParamLayout::add(std::string name, Shape hf_shape, TpSplit split, int64_t padded_extent) {
   RF_CHECK(!contains(name), "parameter {} added twice", name);
+  Shape shape = hf_shape;
+  int64_t shard_start = 0;
+  if (split != TpSplit::replicated) {
+    const int dim = split == TpSplit::rows ? 0 : 1;
+    const int64_t extent = padded_extent != 0 ? padded_extent : hf_shape[dim];
+    RF_CHECK(extent % tp_.size == 0, "parameter {}: dim {} of {} does not split over {} TP ranks", name, dim, extent,
+             tp_.size);
+    shape[dim] = extent / tp_.size;
+    shard_start = tp_.rank * shape[dim];
+  }
   index_.emplace(name, entries_.size());
-  entries_.push_back({std::move(name), shape, total_numel_});
+  entries_.push_back({std::move(name), shape, total_numel_, hf_shape, split, shard_start});
   total_numel_ += (shape.numel() + kAlignElements - 1) / kAlignElements * kAlignElements;
 }
 
@@ -34,33 +64,52 @@ int64_t ParamLayout::num_parameters() const {
   return n;
 }
 
-ParamLayout ParamLayout::for_model(const ModelConfig& c) {
+int64_t padded_vocab_size(int64_t vocab_size, const TensorParallelShard& tp) {
+  if (tp.size == 1) return vocab_size;
+  const int64_t multiple = tp.vocab_multiple * tp.size;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+ParamLayout ParamLayout::for_model(const ModelConfig& c, const TensorParallelShard& tp) {
+  auto require_divisible = [&](const char* key, int64_t value) {
+    if (value % tp.size != 0)
+      throw ConfigError("tensor_model_parallel_size",
+                        fmt::format("{} does not divide {} = {}", tp.size, key, value));
+  };
+  RF_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size, "TP rank {} of {}", tp.rank, tp.size);
+  RF_CHECK(tp.vocab_multiple >= 1, "make_vocab_size_divisible_by must be >= 1, got {}", tp.vocab_multiple);
+  require_divisible("num_attention_heads", c.num_attention_heads);
+  require_divisible("num_key_value_heads", c.num_key_value_heads);
+  require_divisible("intermediate_size", c.intermediate_size);
   ParamLayout layout;
+  layout.tp_ = tp;
+  layout.padded_vocab_ = model::padded_vocab_size(c.vocab_size, tp);
   const int64_t C = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
   const int64_t HD = c.num_attention_heads * c.head_dim, KD = c.num_key_value_heads * c.head_dim;
-  layout.add("model.embed_tokens.weight", {V, C});
+  constexpr TpSplit rows = TpSplit::rows, columns = TpSplit::columns;
+  layout.add("model.embed_tokens.weight", {V, C}, rows, layout.padded_vocab_);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     layout.add(layer_param_name(l, "input_layernorm.weight"), {C});
-    layout.add(layer_param_name(l, "self_attn.q_proj.weight"), {HD, C});
-    layout.add(layer_param_name(l, "self_attn.k_proj.weight"), {KD, C});
-    layout.add(layer_param_name(l, "self_attn.v_proj.weight"), {KD, C});
+    layout.add(layer_param_name(l, "self_attn.q_proj.weight"), {HD, C}, rows);
+    layout.add(layer_param_name(l, "self_attn.k_proj.weight"), {KD, C}, rows);
+    layout.add(layer_param_name(l, "self_attn.v_proj.weight"), {KD, C}, rows);
     if (c.attention_bias) {
-      layout.add(layer_param_name(l, "self_attn.q_proj.bias"), {HD});
-      layout.add(layer_param_name(l, "self_attn.k_proj.bias"), {KD});
-      layout.add(layer_param_name(l, "self_attn.v_proj.bias"), {KD});
+      layout.add(layer_param_name(l, "self_attn.q_proj.bias"), {HD}, rows);
+      layout.add(layer_param_name(l, "self_attn.k_proj.bias"), {KD}, rows);
+      layout.add(layer_param_name(l, "self_attn.v_proj.bias"), {KD}, rows);
     }
     if (c.qk_norm) {
       layout.add(layer_param_name(l, "self_attn.q_norm.weight"), {c.head_dim});
       layout.add(layer_param_name(l, "self_attn.k_norm.weight"), {c.head_dim});
     }
-    layout.add(layer_param_name(l, "self_attn.o_proj.weight"), {C, HD});
+    layout.add(layer_param_name(l, "self_attn.o_proj.weight"), {C, HD}, columns);
     layout.add(layer_param_name(l, "post_attention_layernorm.weight"), {C});
-    layout.add(layer_param_name(l, "mlp.gate_proj.weight"), {F, C});
-    layout.add(layer_param_name(l, "mlp.up_proj.weight"), {F, C});
-    layout.add(layer_param_name(l, "mlp.down_proj.weight"), {C, F});
+    layout.add(layer_param_name(l, "mlp.gate_proj.weight"), {F, C}, rows);
+    layout.add(layer_param_name(l, "mlp.up_proj.weight"), {F, C}, rows);
+    layout.add(layer_param_name(l, "mlp.down_proj.weight"), {C, F}, columns);
   }
   layout.add("model.norm.weight", {C});
-  if (!c.tie_word_embeddings) layout.add("lm_head.weight", {V, C});
+  if (!c.tie_word_embeddings) layout.add("lm_head.weight", {V, C}, rows, layout.padded_vocab_);
   return layout;
 }
 

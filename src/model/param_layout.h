@@ -5,6 +5,12 @@
 // Order: embedding, then per layer input_layernorm, q/k/v (+ biases, q_norm/k_norm), o_proj,
 // post_attention_layernorm, gate/up (adjacent: a fused [2F, C] GEMM can view them as one), down;
 // then the final norm and lm_head (absent when tied). Offsets are padded to 64 bytes.
+// Tensor parallel (Megatron §2.2-2.4, 2.7, 2.8): a layout is one TP rank's. Column-parallel weights
+// (q/k/v and their biases, gate/up, the embedding and lm_head: vocab rows) hold a contiguous block
+// of rows, row-parallel ones (o_proj, down) a block of columns; norms are replicated. Query heads
+// and kv heads split evenly (whole heads, so each rank keeps whole GQA groups). With TP > 1 the
+// vocabulary is padded to a multiple of vocab_multiple x TP (make_vocab_size_divisible_by): the
+// padding rows are zeros that are never trained, not part of any checkpoint or export.
 #pragma once
 
 #include <string>
@@ -16,28 +22,56 @@
 
 namespace rf::model {
 
+// Which dim of a parameter the TP ranks split: none, its rows (dim 0) or its columns (dim 1).
+enum class TpSplit : uint8_t { replicated, rows, columns };
+
+struct TensorParallelShard {
+  int64_t rank = 0, size = 1;
+  int64_t vocab_multiple = 128;  // make_vocab_size_divisible_by (applies when size > 1)
+};
+
 struct ParamEntry {
   std::string name;  // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
-  Shape shape;
+  Shape shape;       // this rank's shard, with padding rows (vocab) if any
   int64_t offset = 0;  // in elements
+  Shape hf_shape;      // the whole tensor as Hugging Face stores it
+  TpSplit split = TpSplit::replicated;
+  int64_t shard_start = 0;  // the shard's first row (rows) or column (columns) in hf_shape
+
+  // How many of the shard's rows (or columns) lie inside hf_shape: the rest is vocab padding.
+  int64_t real_extent() const;
+  // The part of an hf_shape tensor this shard holds, and the same part of the shard itself.
+  TensorView hf_part(const TensorView& hf_tensor) const;
+  TensorView local_part(const TensorView& shard) const;
 };
 
 class ParamLayout {
  public:
-  static ParamLayout for_model(const ModelConfig& config);
+  // Checks that the TP size divides the heads, kv heads and FFN (ConfigError naming the key).
+  static ParamLayout for_model(const ModelConfig& config, const TensorParallelShard& tp = {});
 
-  void add(std::string name, Shape shape);
+  // A parameter split `split` over the layout's TP ranks (hf_shape's split dim padded to
+  // padded_extent when given, for the vocabulary).
+  void add(std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated, int64_t padded_extent = 0);
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& entry(const std::string& name) const;  // throws naming the parameter
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   int64_t total_numel() const { return total_numel_; }   // including alignment padding
   int64_t num_parameters() const;                         // excluding padding
+  const TensorParallelShard& tp() const { return tp_; }
+  int64_t padded_vocab_size() const { return padded_vocab_; }
 
  private:
+  TensorParallelShard tp_;
+  int64_t padded_vocab_ = 0;
   std::vector<ParamEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
   int64_t total_numel_ = 0;
 };
+
+// The vocabulary rows of a TP layout: V itself at TP 1, else V rounded up to a multiple of
+// vocab_multiple x TP (Megatron's _vocab_size_with_padding).
+int64_t padded_vocab_size(int64_t vocab_size, const TensorParallelShard& tp);
 
 // HF names of one decoder layer's parameters.
 std::string layer_param_name(int64_t layer, const char* suffix);

@@ -9,6 +9,19 @@ bool decays(const model::ParamEntry& e) { return e.shape.rank() >= 2 && !e.name.
 
 }  // namespace
 
+double AdamWOptimizer::tp_owned_sum_squares(const model::GradBuffer& grads) const {
+  // Padding between tensors (and vocab padding rows) holds zeros, so at TP 1 the flat buffer's sum
+  // of squares is the parameters'.
+  if (parallel_.tp().size() == 1) return kernels_.sum_squares(grads.flat());
+  // TP-split tensors count on every rank (each holds a different part); TP-replicated ones hold the
+  // same values on every rank and count once, on TP rank 0 (Megatron's param_is_not_tensor_parallel_duplicate).
+  double sum = 0;
+  for (const model::ParamEntry& e : grads.layout().entries())
+    if (e.split != model::TpSplit::replicated || parallel_.tp().rank() == 0)
+      sum += kernels_.sum_squares(grads.flat().slice(0, e.offset, e.shape.numel()));
+  return sum;
+}
+
 AdamWOptimizer::AdamWOptimizer(const OptimConfig& config, const model::ParamStore& master,
                                const model::ParamStore* compute_copy, const kernels::KernelRegistry& kernels,
                                dist::ParallelContext& parallel, MemoryTracker* tracker)
@@ -28,8 +41,7 @@ AdamWOptimizer::AdamWOptimizer(const OptimConfig& config, const model::ParamStor
 double AdamWOptimizer::step(const model::GradBuffer& grads, double lr) {
   RF_CHECK(grads.dtype() == master_.dtype(), "gradients in {} for {} master weights", dtype_name(grads.dtype()),
            dtype_name(master_.dtype()));
-  // Padding between tensors holds zeros, so the flat buffer's sum of squares is the parameters'.
-  double sum_squares = kernels_.sum_squares(grads.flat());
+  double sum_squares = tp_owned_sum_squares(grads);
   sum_squares = parallel_.tp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   sum_squares = parallel_.pp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   const double grad_norm = std::sqrt(sum_squares);

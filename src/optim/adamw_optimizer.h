@@ -30,6 +30,9 @@ class AdamWOptimizer {
   TensorView exp_avg_sq() const { return exp_avg_sq_; }
 
  private:
+  // This rank's share of the squared gradient norm over its TP group (summed over TP by the caller).
+  double tp_owned_sum_squares(const model::GradBuffer& grads) const;
+
   OptimConfig config_;
   const model::ParamStore& master_;
   const model::ParamStore* compute_copy_;

@@ -125,7 +125,8 @@ TEST(TrainEngine, TrainingLowersTheLossAndForwardOnlyReturnsLogProbs) {
 TEST(TrainEngine, GreedyDecodeFollowsTheArgmax) {
   Harness h;
   const std::vector<std::vector<int64_t>> prompts = {{1, 5, 7}, {1, 3}};
-  const auto generated = greedy_decode(h.engine.model(), prompts, 4, 2);
+  const int64_t eos[] = {2};
+  const auto generated = greedy_decode(h.engine.model(), prompts, 4, eos, h.engine.model_config().vocab_size);
   ASSERT_EQ(generated.size(), 2u);
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::vector<int64_t> seq = prompts[i];
@@ -137,6 +138,11 @@ TEST(TrainEngine, GreedyDecodeFollowsTheArgmax) {
       seq.push_back(token);
       if (token == 2) break;
     }
+  }
+  // Ids from num_candidates up (padded rows a tokenizer has no text for) are never produced.
+  for (const auto& ids : greedy_decode(h.engine.model(), prompts, 4, {}, 4)) {
+    EXPECT_EQ(ids.size(), 4u);
+    for (int64_t token : ids) EXPECT_LT(token, 4);
   }
 }
 
@@ -150,14 +156,19 @@ TEST(TrainEngine, MissingColumnsAndBadConfigsAreNamed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no 'loss_mask'"), std::string::npos) << e.what();
   }
+  // A TP size the engine's ranks do not provide is named before anything is allocated.
   EngineConfig tp2 = f32_engine();
   tp2.tensor_model_parallel_size = 2;
   try {
-    tp2.validate();
+    TrainEngine engine(tp2, adam(1e-2), tiny_config(), h.kernels, h.parallel, h.tracker, 64);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "tensor_model_parallel_size");
+    EXPECT_NE(std::string(e.what()).find("TP group has 1 ranks"), std::string::npos) << e.what();
   }
+  EngineConfig pp2 = f32_engine();
+  pp2.pipeline_model_parallel_size = 2;
+  EXPECT_THROW(pp2.validate(), ConfigError);
   EngineConfig bad_dtype = f32_engine();
   bad_dtype.dtype = "int8";
   EXPECT_THROW(bad_dtype.validate(), ConfigError);
