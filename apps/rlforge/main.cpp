@@ -1,12 +1,27 @@
-// rlforge: the command-line entry point. Parses, validates, and runs one subcommand; any error
-// becomes one clear message and a non-zero exit (never a crash or a hang).
-#include <cstdio>
+// rlforge: the command-line entry point. Parses, validates, and runs one subcommand; any error on any
+// rank becomes one clear message and a non-zero exit of the whole job (never a crash or a hang).
+// `--nproc N` re-launches the command as N MPI ranks (nproc_launcher.h).
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
 
 #include "apps/rlforge/commands.h"
+#include "apps/rlforge/nproc_launcher.h"
 #include "core/error.h"
+#include "dist/guarded_run.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_rlforge(const rf::dist::MpiRuntime& mpi, std::vector<std::string> args) {
+  if (const std::optional<int> nproc = rf::apps::take_nproc_option(args)) {
+    if (!mpi.active() && *nproc > 1) rf::apps::relaunch_under_mpirun(*nproc, args);
+    if (*nproc != mpi.size())
+      throw rf::ConfigError("--nproc", fmt::format("{} does not match the {} ranks this job was started with", *nproc,
+                                                   mpi.size()));
+  }
   CLI::App app{"rlforge: reinforcement-learning post-training of LLMs on a Megatron-style engine"};
+  app.footer("Any command takes --nproc N to run as N MPI ranks on this machine (mpirun is started for you).");
   app.require_subcommand(1);
   const std::vector<std::pair<std::string, rf::apps::Command>> commands = {
       {"info", rf::apps::add_info_command(app)},
@@ -18,20 +33,30 @@ int main(int argc, char** argv) {
       {"convert", rf::apps::add_convert_command(app)},
       {"generate", rf::apps::add_generate_command(app)},
   };
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(int(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Every rank parses the same arguments; one of them is enough to print help or the parse error.
+    std::ostream silent(nullptr);
+    return mpi.rank() == 0 ? app.exit(e) : app.exit(e, silent, silent);
   }
-  try {
-    for (const auto& [name, run] : commands)
-      if (app.got_subcommand(name)) return run();
-  } catch (const rf::Error& e) {
-    std::fprintf(stderr, "rlforge: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlforge: unexpected error: %s\n", e.what());
-    return 1;
+  for (const auto& [name, run] : commands) {
+    if (!app.got_subcommand(name)) continue;
+    // The training engine's TP / DP are still to come; until a command supports them it runs alone.
+    if (mpi.size() > 1)
+      throw rf::Error(fmt::format("[{}] rlforge {} runs on one process only for now, but this job has {} ranks: "
+                                  "run it without --nproc or mpirun",
+                                  rf::core::rank_label(), name, mpi.size()));
+    return run();
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const rf::dist::MpiRuntime mpi;  // starts MPI only under mpirun / srun; otherwise a world of one
+  return rf::dist::run_guarded(mpi, "rlforge", [&] { return run_rlforge(mpi, std::vector<std::string>(argv, argv + argc)); });
 }

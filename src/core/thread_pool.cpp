@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 namespace rf {
@@ -18,7 +19,18 @@ int num_cores() {
   return n == 0 ? 1 : int(n);
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads > 0 ? num_threads : num_cores()) {
+namespace {
+
+int default_num_threads() {
+  // OMP_NUM_THREADS may be a list ("4,2": threads per nesting level); the first entry is ours.
+  const char* text = std::getenv("OMP_NUM_THREADS");
+  const int from_env = text != nullptr ? std::atoi(text) : 0;
+  return from_env > 0 ? from_env : num_cores();
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads > 0 ? num_threads : default_num_threads()) {
   omp_set_dynamic(0);
   omp_set_num_threads(num_threads_);
 }

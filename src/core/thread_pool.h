@@ -9,7 +9,8 @@ namespace rf {
 
 class ThreadPool {
  public:
-  // num_threads <= 0 means one per core (see num_cores).
+  // num_threads <= 0 means OMP_NUM_THREADS when it is set to a positive number (what `--nproc N` sets
+  // to cores / N per rank, or the user exported), else one per core (see num_cores).
   explicit ThreadPool(int num_threads);
   int num_threads() const { return num_threads_; }
   std::string describe() const;  // "OpenMP pool: 2 threads (2 cores)"

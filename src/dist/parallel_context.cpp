@@ -1,17 +1,38 @@
 #include "dist/parallel_context.h"
 
+#include <string>
+
+#include "core/error.h"
+
 namespace rf::dist {
 
-ParallelContext::ParallelContext(std::unique_ptr<ProcessGroup> tp, std::unique_ptr<ProcessGroup> dp,
-                                 std::unique_ptr<ProcessGroup> pp, std::unique_ptr<ProcessGroup> cp,
+ParallelContext::ParallelContext(RankLayout layout, std::unique_ptr<ProcessGroup> role, Groups groups,
                                  bool sequence_parallel)
-    : tp_(std::move(tp)), dp_(std::move(dp)), pp_(std::move(pp)), cp_(std::move(cp)),
+    : layout_(std::move(layout)), role_(std::move(role)), groups_(std::move(groups)),
       sequence_parallel_(sequence_parallel) {}
 
 ParallelContext ParallelContext::single_process() {
-  return ParallelContext(std::make_unique<SingleProcessGroup>("tp"), std::make_unique<SingleProcessGroup>("dp"),
-                         std::make_unique<SingleProcessGroup>("pp"), std::make_unique<SingleProcessGroup>("cp"),
-                         false);
+  SingleProcessGroup alone("role");
+  return create(RankLayout(ParallelDims{}), alone, false);
+}
+
+ParallelContext ParallelContext::create(const RankLayout& layout, ProcessGroup& role, bool sequence_parallel) {
+  RF_CHECK(layout.world_size() == role.size(), "ParallelContext: the layout is for {} ranks, group '{}' has {}",
+           layout.world_size(), role.name(), role.size());
+  // Every rank walks the kinds in the same order: each split is a collective over `role`.
+  std::unique_ptr<ProcessGroup> own_role = role.split(0, role.rank(), "role");
+  Groups groups;
+  for (GroupKind kind : kAllGroupKinds) {
+    const GroupMembership m = layout.membership(kind, role.rank());
+    groups[size_t(kind)] = role.split(m.color, m.index, std::string(group_name(kind)));
+  }
+  return ParallelContext(layout, std::move(own_role), std::move(groups), sequence_parallel);
+}
+
+ProcessGroup& ParallelContext::group(GroupKind kind) const {
+  RF_CHECK(in_group(kind), "{} is in no {} group (embedding groups hold the first and last pipeline stage only)",
+           layout_.label(role_->rank()), group_name(kind));
+  return *groups_[size_t(kind)];
 }
 
 }  // namespace rf::dist

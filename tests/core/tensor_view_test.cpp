@@ -7,24 +7,17 @@
 #include <numeric>
 #include <vector>
 
+#include "support/test_support.h"
+
 namespace rf {
 namespace {
+
+using rf::testing::expect_error_containing;
 
 // Distance of a view's data pointer from the buffer start, in elements.
 template <class T>
 int64_t element_offset(const TensorView& view, const std::vector<T>& buffer) {
   return static_cast<const T*>(view.raw()) - buffer.data();
-}
-
-// Throws rf::Error whose message contains `fragment`.
-template <class Fn>
-void expect_error_containing(Fn&& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 TEST(Shape, BasicsAndContiguousStrides) {

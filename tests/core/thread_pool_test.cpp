@@ -6,6 +6,10 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 namespace rf {
 namespace {
 
@@ -35,10 +39,40 @@ TEST(ThreadPool, SetsTheOpenMpPoolSize) {
   EXPECT_EQ(omp_get_max_threads(), 3);
   EXPECT_EQ(three.describe(), fmt::format("OpenMP pool: 3 threads ({} cores)", num_cores()));
 
+}
+
+// Restores OMP_NUM_THREADS (which CTest sets for every test) when a test that changes it ends.
+class OmpNumThreadsEnvGuard {
+ public:
+  OmpNumThreadsEnvGuard() {
+    if (const char* value = std::getenv("OMP_NUM_THREADS")) saved_ = value;
+  }
+  ~OmpNumThreadsEnvGuard() {
+    if (saved_) setenv("OMP_NUM_THREADS", saved_->c_str(), 1);
+    else unsetenv("OMP_NUM_THREADS");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+TEST(ThreadPool, DefaultIsOmpNumThreadsElseOnePerCore) {
+  const OmpThreadsGuard guard;
+  const OmpNumThreadsEnvGuard env_guard;
+  unsetenv("OMP_NUM_THREADS");
   const ThreadPool all(0);
   EXPECT_EQ(all.num_threads(), num_cores());
   EXPECT_EQ(omp_get_max_threads(), num_cores());
   EXPECT_EQ(ThreadPool(-1).num_threads(), num_cores());
+
+  setenv("OMP_NUM_THREADS", "3", 1);  // as `--nproc` sets it for each rank
+  EXPECT_EQ(ThreadPool(0).num_threads(), 3);
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  EXPECT_EQ(ThreadPool(5).num_threads(), 5);  // an explicit count wins
+  setenv("OMP_NUM_THREADS", "4,2", 1);
+  EXPECT_EQ(ThreadPool(0).num_threads(), 4);
+  setenv("OMP_NUM_THREADS", "lots", 1);
+  EXPECT_EQ(ThreadPool(0).num_threads(), num_cores());
 }
 
 TEST(ThreadPool, NumCoresFollowsTheAffinityMask) {

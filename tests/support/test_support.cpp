@@ -90,6 +90,15 @@ GuardedTensor guarded_copy(TensorView src, Layout layout) {
   return out;
 }
 
+void expect_error_containing(const std::function<void()>& fn, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception; expected one containing '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
 double max_abs_diff(TensorView a, TensorView b) {
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i)

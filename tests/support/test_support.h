@@ -40,6 +40,9 @@ class GuardedTensor {
 // Copies `src` into a new guarded buffer of `layout` (and dtype of src).
 GuardedTensor guarded_copy(TensorView src, Layout layout);
 
+// EXPECT that `fn` throws an rf::Error whose message contains `fragment`.
+void expect_error_containing(const std::function<void()>& fn, const std::string& fragment);
+
 // EXPECT that |actual - expected| <= atol + rtol * |expected| elementwise (compared in f64), and
 // reports the worst element.
 void expect_close(TensorView actual, TensorView expected, double rtol, double atol, const std::string& what);
