@@ -4,7 +4,9 @@
 // (latest_checkpointed_iteration.txt) or one step of it (global_step_<k>, with manifest.json) is
 // native, read whatever parallel layout saved it. --to must not exist or be empty; a folder becomes
 // step 0 of a new checkpoint. --dtype sets every weight's dtype (and torch_dtype); without it each
-// weight keeps its stored dtype (a trainer checkpoint's f32 master weights).
+// weight keeps its stored dtype (as the checkpoint recorded it, else a trainer checkpoint's f32 master
+// weights). --max-shard-bytes shards the Hugging Face output by size; without it a folder's own split
+// into files comes back when it still applies (model/hf_folder.h: write_hf_folder).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -21,13 +23,13 @@ namespace fs = std::filesystem;
 
 struct ConvertOptions {
   std::string from, to, dtype;
-  size_t max_shard_bytes = model::kDefaultMaxShardBytes;
+  std::optional<size_t> max_shard_bytes;
 };
 
 int run_convert(const ConvertOptions& o) {
   std::error_code ec;
   if (!fs::exists(o.from, ec)) throw IoError(o.from, "--from: no such folder");
-  if (o.max_shard_bytes == 0) throw Error("--max-shard-bytes: must be positive");
+  if (o.max_shard_bytes == size_t(0)) throw Error("--max-shard-bytes: must be positive");
   require_new_folder(o.to, "--to");
   const std::optional<DType> dtype = o.dtype.empty() ? std::nullopt : std::optional<DType>(parse_dtype(o.dtype));
   if (fs::exists(fs::path(o.from) / "config.json", ec)) {
@@ -48,14 +50,20 @@ int run_convert(const ConvertOptions& o) {
 Command add_convert_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("convert", "convert a Hugging Face model folder to a native checkpoint, or back");
   auto o = std::make_shared<ConvertOptions>();
+  auto max_shard_bytes = std::make_shared<size_t>();
   cmd->add_option("--from", o->from, "a Hugging Face folder, a checkpoint folder, or one global_step_<k> of it")
       ->required();
   cmd->add_option("--to", o->to, "the folder to create (must not exist or be empty)")->required();
   cmd->add_option("--dtype", o->dtype, "weights dtype: f32, bf16 or f16 (default: as stored)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  cmd->add_option("--max-shard-bytes", o->max_shard_bytes,
-                  "Hugging Face output: shard the weights above this many bytes (default 5e9, as save_pretrained)");
-  return [o] { return run_convert(*o); };
+  auto* shard_option = cmd->add_option(
+      "--max-shard-bytes", *max_shard_bytes,
+      "Hugging Face output: shard the weights by this many bytes (default: the folder's own split, else 5e9 as "
+      "save_pretrained)");
+  return [o, max_shard_bytes, shard_option] {
+    if (shard_option->count()) o->max_shard_bytes = *max_shard_bytes;
+    return run_convert(*o);
+  };
 }
 
 }  // namespace rf::apps

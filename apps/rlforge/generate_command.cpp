@@ -104,33 +104,6 @@ std::vector<Prompt> read_prompts(const std::string& path) {
   return prompts;
 }
 
-// transformers' rule: generation_config.json's eos_token_id, else config.json's, else the tokenizer's.
-std::vector<int64_t> eos_ids(const std::string& dir, const data::BpeTokenizer& tokenizer) {
-  const auto ids_of = [](const nlohmann::json& j, const std::string& path) -> std::optional<std::vector<int64_t>> {
-    if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return std::nullopt;
-    const nlohmann::json& v = j["eos_token_id"];
-    std::vector<int64_t> ids;
-    for (const nlohmann::json& id : v.is_array() ? v : nlohmann::json::array({v})) {
-      if (!id.is_number_integer()) throw IoError(path, fmt::format("eos_token_id: {} is not a token id", v.dump()));
-      ids.push_back(id.get<int64_t>());
-    }
-    return ids;
-  };
-  for (const char* name : {"generation_config.json", "config.json"}) {
-    const std::string path = (fs::path(dir) / name).string();
-    if (!fs::exists(path)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(model::read_file_bytes(path));
-    } catch (const nlohmann::json::exception& e) {
-      throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
-    }
-    if (auto ids = ids_of(j, path)) return *ids;
-  }
-  if (tokenizer.eos_id()) return {*tokenizer.eos_id()};
-  return {};
-}
-
 int run_generate(const GenerateOptions& o, bool from_file) {
   o.sampling.validate();
   if (o.max_new_tokens <= 0) throw Error(fmt::format("--max-new-tokens: must be positive, got {}", o.max_new_tokens));
@@ -138,9 +111,12 @@ int run_generate(const GenerateOptions& o, bool from_file) {
   const ThreadPool pool(o.threads);
   const std::string config_path = (fs::path(o.model) / "config.json").string();
   if (!fs::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
-  const model::ModelConfig config = model::ModelConfig::from_file(config_path);
+  const model::HfModelFolder folder = model::HfModelFolder::open(o.model);
+  const model::ModelConfig& config = folder.config;
   const data::BpeTokenizer tokenizer = data::BpeTokenizer::load(o.model);
-  const std::vector<int64_t> stop_ids = eos_ids(o.model, tokenizer);
+  // transformers' rule: generation_config.json's eos_token_id, else config.json's, else the tokenizer's.
+  std::vector<int64_t> stop_ids = model::generation_eos_ids(folder, o.model);
+  if (stop_ids.empty() && tokenizer.eos_id()) stop_ids = {*tokenizer.eos_id()};
 
   std::vector<Prompt> prompts;
   if (from_file) {

@@ -15,15 +15,19 @@
 namespace rf::apps {
 
 struct ModelSection {
-  std::optional<std::string> path;     // an HF folder to start from; null: build from `config`
-  YAML::Node config;                   // HF config.json fields; vocab_size defaults to the tokenizer's
-  std::string tokenizer = "builtin:arith";  // "builtin:<task>" or a folder with tokenizer.json
+  std::optional<std::string> path;  // an HF folder to start from; null: build from `config`
+  YAML::Node config;                // HF config.json fields; vocab_size defaults to the tokenizer's
+  // "builtin:<task>", a folder with tokenizer.json, or null: model.path's own tokenizer when it has
+  // one, else builtin:<data.task> (sft_tokenizer.h)
+  std::optional<std::string> tokenizer;
 
   template <class Fields>
   void fields(Fields& f) {
     f("path", path, "HF model folder to start from (null: a new model from `config`)");
     f("config", config, "HF config.json fields of a new model (architectures, hidden_size, ...)");
-    f("tokenizer", tokenizer, "builtin:<task> or a folder with tokenizer.json");
+    f("tokenizer", tokenizer,
+      "builtin:<task>, or a folder with tokenizer.json (byte-level BPE or a built-in tokenizer's save); null: "
+      "model.path's own tokenizer.json, else builtin:<data.task>");
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include "apps/rlforge/metrics_log.h"
 #include "apps/rlforge/metrics_plot.h"
+#include "apps/rlforge/sft_tokenizer.h"
 #include "apps/rlforge/yaml_json.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
@@ -15,13 +16,13 @@
 #include "core/log.h"
 #include "core/stopwatch.h"
 #include "core/thread_pool.h"
-#include "data/char_tokenizer.h"
 #include "data/data_cursor.h"
 #include "data/jsonl_dataset.h"
 #include "data/sft_batch.h"
 #include "engine/greedy_decode.h"
-#include "formats/atomic_file.h"
+#include "engine/hf_checkpoint.h"
 #include "engine/train_engine.h"
+#include "formats/atomic_file.h"
 #include "kernels/gemm_peak.h"
 
 namespace rf::apps {
@@ -58,40 +59,28 @@ class ExampleSource {
   std::optional<data::JsonlDataset> train_, val_;
 };
 
-// The built-in character tokenizer is the only kind until the HF tokenizer lands.
-data::CharTokenizer make_tokenizer(const std::string& spec) {
-  if (spec.starts_with("builtin:")) return data::CharTokenizer::for_task(spec.substr(8));
-  return data::CharTokenizer::load(spec);
-}
-
-// Every checkpoint also carries a Hugging Face folder (config.json, model.safetensors in f32,
-// tokenizer files) under `huggingface/`, so a trained model is a normal HF-style folder.
-void add_hf_export(checkpoint::CheckpointWriter& writer, const engine::TrainEngine& engine,
-                   const data::CharTokenizer& tokenizer, int64_t max_length) {
-  constexpr const char* kHf = "huggingface";
-  nlohmann::json config = engine.model_config().to_json();
-  config["torch_dtype"] = "float32";
-  writer.add_file(kHf, "config.json", config.dump(2) + "\n");
-  std::vector<checkpoint::ShardedTensor> weights;
-  const model::ParamStore& master = engine.master_weights();
-  for (const model::ParamEntry& e : master.layout().entries())
-    weights.push_back(checkpoint::whole_tensor(e.name, master.get(e.name)));
-  writer.add_tensors(kHf, "model", weights);
-  for (const auto& [name, contents] : tokenizer.hf_files(max_length)) writer.add_file(kHf, name, contents);
-}
-
-model::ModelConfig make_model_config(const ModelSection& m, const data::Tokenizer& tokenizer) {
-  if (m.path) return model::ModelConfig::from_file(*m.path + "/config.json");
+model::ModelConfig make_model_config(const ModelSection& m, const SftTokenizer& tokens) {
   nlohmann::json json = yaml_to_json(m.config);
   if (!json.is_object()) throw ConfigError("model.config", "expected a map of HF config.json fields");
-  if (!json.contains("vocab_size")) json["vocab_size"] = tokenizer.vocab_size();
-  if (!json.contains("bos_token_id") && tokenizer.bos_id()) json["bos_token_id"] = *tokenizer.bos_id();
-  if (!json.contains("eos_token_id") && tokenizer.eos_id()) json["eos_token_id"] = *tokenizer.eos_id();
+  if (!json.contains("vocab_size")) json["vocab_size"] = tokens.tokenizer->vocab_size();
+  if (!json.contains("bos_token_id") && tokens.special_ids.bos) json["bos_token_id"] = *tokens.special_ids.bos;
+  if (!json.contains("eos_token_id")) json["eos_token_id"] = tokens.special_ids.eos;
   try {
     return model::ModelConfig::from_json(json, "model.config");
   } catch (const ConfigError& e) {
     throw ConfigError("model.config." + e.key_path(), e.detail());
   }
+}
+
+// The Hugging Face folder every checkpoint carries under huggingface/ (and `rlforge convert` exports):
+// model.path's folder whole (config.json with every field, side files, per-tensor dtypes, split into
+// files) with the trained weights, or a new model's config.json in f32; plus the tokenizer's files
+// when they are not the folder's own.
+model::HfModelFolder make_export_folder(const std::optional<model::HfModelFolder>& source,
+                                        const model::ModelConfig& config, const SftTokenizer& tokens) {
+  model::HfModelFolder folder = source ? *source : model::HfModelFolder::for_config(config, DType::f32);
+  for (const auto& [name, contents] : tokens.hf_files) folder.side_files[name] = contents;
+  return folder;
 }
 
 void prepare_run_folder(const std::string& dir) {
@@ -133,31 +122,32 @@ struct Evaluation {
   int64_t num_examples = 0;
 };
 
-Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, const data::Tokenizer& tokenizer,
-                    const data::DataConfig& data, int64_t capacity) {
+Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, const SftTokenizer& tokens,
+                    const data::SftBatchBuilder& builder, const data::DataConfig& data, int64_t capacity) {
   const int64_t count = int64_t(std::min<uint64_t>(uint64_t(data.val_size), source.num_val()));
-  const int64_t bos = *tokenizer.bos_id(), eos = *tokenizer.eos_id();
+  // Padded embedding rows the tokenizer has no text for are never generated.
+  const int64_t num_candidates = std::min(engine.model_config().vocab_size, tokens.tokenizer->vocab_size());
   double correct = 0;
   int64_t next = 0;
   while (next < count) {
     std::vector<std::vector<int64_t>> prompts;
     std::vector<data::Example> examples;
-    int64_t tokens = 0;
+    int64_t num_tokens = 0;
     while (next < count) {
       data::Example ex = source.val(uint64_t(next));
-      std::vector<int64_t> prompt = {bos};
-      for (int64_t id : tokenizer.encode(ex.prompt)) prompt.push_back(id);
+      std::vector<int64_t> prompt = builder.prompt_tokens(ex);
       const int64_t budget = int64_t(prompt.size()) + std::max<int64_t>(1, data.max_length - int64_t(prompt.size()));
-      if (!prompts.empty() && tokens + budget > capacity) break;
-      tokens += budget;
+      if (!prompts.empty() && num_tokens + budget > capacity) break;
+      num_tokens += budget;
       prompts.push_back(std::move(prompt));
       examples.push_back(std::move(ex));
       ++next;
     }
     const int64_t max_new = std::max<int64_t>(1, data.max_length - int64_t(prompts.front().size()));
-    const auto generated = engine::greedy_decode(engine.model(), prompts, max_new, eos);
+    const auto generated = engine::greedy_decode(engine.model(), prompts, max_new, tokens.stop_ids, num_candidates);
     for (size_t i = 0; i < generated.size(); ++i)
-      correct += source.score(tokenizer.decode(generated[i], data::SpecialTokens::skip), examples[i].ground_truth);
+      correct += source.score(tokens.tokenizer->decode(generated[i], data::SpecialTokens::skip),
+                              examples[i].ground_truth);
   }
   return {count ? correct / double(count) : 0.0, count};
 }
@@ -176,16 +166,26 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
   const std::filesystem::path run_dir = trainer.default_local_dir;
   formats::write_file_atomically((run_dir / "config.yaml").string(), resolved_yaml);
 
-  const data::CharTokenizer tokenizer = make_tokenizer(config.model.tokenizer);
+  std::optional<model::HfModelFolder> source_folder;
+  if (config.model.path) {
+    source_folder = model::HfModelFolder::open(*config.model.path);
+    if (config.model.config.IsDefined() && !config.model.config.IsNull())
+      core::log_warning("model.config is ignored: model.path {} gives the model's config.json", *config.model.path);
+  }
+  const SftTokenizer tokens = make_sft_tokenizer(config.model, data_config, source_folder ? &*source_folder : nullptr);
   const ExampleSource source(data_config);
-  const model::ModelConfig model_config = make_model_config(config.model, tokenizer);
+  const model::ModelConfig model_config =
+      source_folder ? source_folder->config : make_model_config(config.model, tokens);
+  check_tokenizer_fits(tokens, config.model, model_config);
+  const model::HfModelFolder export_folder = make_export_folder(source_folder, model_config, tokens);
   core::log_info("model {} ({} parameters)", model_config.describe(),
                  model::ParamLayout::for_model(model_config).num_parameters());
 
   const int64_t tokens_per_micro_batch = data_config.micro_batch_size_per_gpu * data_config.max_length;
   // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
   const int64_t capacity = std::max<int64_t>(tokens_per_micro_batch, 4096);
-  const data::SftBatchBuilder builder(tokenizer, data::SftPackingConfig{data_config.max_length, tokens_per_micro_batch});
+  const data::SftBatchBuilder builder(*tokens.tokenizer, tokens.special_ids,
+                                      data::SftPackingConfig{data_config.max_length, tokens_per_micro_batch});
 
   optim::OptimConfig optim_config = config.optim;
   optim_config.total_training_steps = trainer.total_training_steps;
@@ -264,7 +264,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     const bool last = step == trainer.total_training_steps;
     if (last || (trainer.test_freq > 0 && step % trainer.test_freq == 0)) {
       Stopwatch eval_clock;
-      const Evaluation eval = evaluate(engine, source, tokenizer, data_config, capacity);
+      const Evaluation eval = evaluate(engine, source, tokens, builder, data_config, capacity);
       row[fmt::format("val-core/{}/acc/mean@1", task_name)] = eval.accuracy;
       row["timing_s/testing"] = eval_clock.seconds();
       summary.val_accuracy = eval.accuracy;
@@ -272,7 +272,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
       checkpoint::CheckpointWriter writer(trainer.default_local_dir, step);
       engine.save_checkpoint(writer, kComponent);
-      add_hf_export(writer, engine, tokenizer, data_config.max_length);
+      engine::add_hf_export(writer, export_folder, engine.master_weights());
       writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
       writer.commit();
     }

@@ -3,7 +3,9 @@
 // micro_batch_size_per_gpu examples packed into one row each (no padding), token-mean loss over the
 // response tokens of the whole step, one optimizer step. Every test_freq steps a greedy-decoding
 // evaluation on the held-out split (`val-core/<task>/acc/mean@1`); every save_freq steps a
-// checkpoint that resumes bit-identically (weights, optimizer, schedule, data position).
+// checkpoint that resumes bit-identically (weights, optimizer, schedule, data position) and carries
+// the model as a Hugging Face folder (huggingface/: model.path's folder whole with the trained
+// weights, engine/hf_checkpoint.h). Which tokenizer, bos and eos: sft_tokenizer.h.
 // The run folder (trainer.default_local_dir) holds config.yaml, metrics.jsonl and global_step_<k>/.
 #pragma once
 

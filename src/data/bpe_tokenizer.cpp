@@ -36,10 +36,14 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   if (!fs::exists(path, error))
     throw IoError(path, "no such folder or file (expected a folder holding tokenizer.json, or a tokenizer.json file)");
   if (!fs::is_directory(path, error)) return BpeTokenizer(read_json_file(path), path, TokenizerConfig{});
-  const std::string json_path = (fs::path(path) / "tokenizer.json").string();
-  const std::string config_path = (fs::path(path) / "tokenizer_config.json").string();
+  return from_folder(path, read_json_file((fs::path(path) / "tokenizer.json").string()));
+}
+
+BpeTokenizer BpeTokenizer::from_folder(const std::string& dir, const nlohmann::json& tokenizer_json) {
+  std::error_code error;
+  const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
   TokenizerConfig config = fs::exists(config_path, error) ? read_tokenizer_config(config_path) : TokenizerConfig{};
-  return BpeTokenizer(read_json_file(json_path), json_path, std::move(config));
+  return BpeTokenizer(tokenizer_json, (fs::path(dir) / "tokenizer.json").string(), std::move(config));
 }
 
 BpeTokenizer::BpeTokenizer(const nlohmann::json& tokenizer_json, const std::string& source, TokenizerConfig config)

@@ -30,6 +30,9 @@ class BpeTokenizer final : public Tokenizer {
   // `path`: a folder with tokenizer.json (and tokenizer_config.json, read when present), or a
   // tokenizer.json file alone. IoError naming the file and key for anything missing, malformed or unsupported.
   static BpeTokenizer load(const std::string& path);
+  // The tokenizer of folder `dir` whose tokenizer.json the caller has already parsed (load_tokenizer.h
+  // looks at its model type first); reads tokenizer_config.json when present.
+  static BpeTokenizer from_folder(const std::string& dir, const nlohmann::json& tokenizer_json);
   // From a parsed tokenizer.json; `source` names it in errors.
   BpeTokenizer(const nlohmann::json& tokenizer_json, const std::string& source, TokenizerConfig config);
 

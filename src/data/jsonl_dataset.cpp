@@ -21,8 +21,8 @@ Example parse_row(const nlohmann::json& row, const std::string& path, int64_t li
   require(row.contains("prompt"), "missing \"prompt\"");
   const nlohmann::json& prompt = row.at("prompt");
   require(!prompt.is_array(),
-          "\"prompt\" is a list of chat messages; chat templates arrive with the Hugging Face tokenizer, so "
-          "give the prompt as a string");
+          "\"prompt\" is a list of chat messages, which SFT does not render yet; give the prompt as a string "
+          "(the chat template's text, e.g. \"<|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n\")");
   require(prompt.is_string(), fmt::format("\"prompt\" must be a string, got {}", prompt.type_name()));
   Example example{.prompt = prompt.get<std::string>()};
   if (row.contains("response")) {

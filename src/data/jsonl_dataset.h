@@ -5,8 +5,8 @@
 //               "extra_info": {...}}                                       response empty
 // (a row may carry both a response and a reward_model.ground_truth; other columns are ignored). Blank
 // lines are skipped. Every problem is an IoError naming the file and the line number. Not here:
-// chat-formatted prompts (a list of {"role", "content"} messages), which need the chat template of the
-// Hugging Face tokenizer; parquet files.
+// chat-formatted prompts (a list of {"role", "content"} messages: the SFT trainer does not render chat
+// templates yet, so such a prompt is given as the template's text); parquet files.
 #pragma once
 
 #include <string>

@@ -53,21 +53,28 @@ void SftPackingConfig::validate() const {
                       fmt::format("{} does not fit the int32 cu_seqlens", max_tokens_per_micro_batch));
 }
 
-SftBatchBuilder::SftBatchBuilder(const Tokenizer& tokenizer, SftPackingConfig config)
-    : tokenizer_(tokenizer), config_(config) {
+SftBatchBuilder::SftBatchBuilder(const Tokenizer& tokenizer, SftSpecialIds special_ids, SftPackingConfig config)
+    : tokenizer_(tokenizer), special_ids_(special_ids), config_(config) {
   config_.validate();
-  RF_CHECK(tokenizer_.eos_id().has_value(), "SFT needs a tokenizer with an eos token");
+  RF_CHECK(special_ids_.eos >= 0, "SFT eos id {} is not a token id", special_ids_.eos);
+  RF_CHECK(!special_ids_.bos || *special_ids_.bos >= 0, "SFT bos id {} is not a token id", *special_ids_.bos);
+}
+
+std::vector<int64_t> SftBatchBuilder::prompt_tokens(const Example& example) const {
+  std::vector<int64_t> tokens;
+  if (special_ids_.bos) tokens.push_back(*special_ids_.bos);
+  const std::vector<int64_t> prompt = tokenizer_.encode(example.prompt);
+  tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+  return tokens;
 }
 
 SftSequence SftBatchBuilder::tokenize(const Example& example, size_t example_index) const {
   SftSequence s;
-  if (const auto bos = tokenizer_.bos_id()) s.tokens.push_back(*bos);
-  const std::vector<int64_t> prompt = tokenizer_.encode(example.prompt);
+  s.tokens = prompt_tokens(example);
   const std::vector<int64_t> response = tokenizer_.encode(example.response);
-  s.tokens.insert(s.tokens.end(), prompt.begin(), prompt.end());
   s.num_prompt_tokens = int64_t(s.tokens.size());
   s.tokens.insert(s.tokens.end(), response.begin(), response.end());
-  s.tokens.push_back(*tokenizer_.eos_id());
+  s.tokens.push_back(special_ids_.eos);
   const int64_t length = int64_t(s.tokens.size());
   if (length > config_.max_length) {
     const bool cut = example.prompt.size() > kPromptPreviewChars;

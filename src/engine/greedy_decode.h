@@ -4,15 +4,18 @@
 // batching) is its own piece.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "model/causal_lm.h"
 
 namespace rf::engine {
 
-// Returns, for each prompt, the generated ids (without the prompt), stopping at `eos_id` (included)
-// or after max_new_tokens. The model must have room for every prompt plus max_new_tokens.
+// Returns, for each prompt, the generated ids (without the prompt), stopping at any of `eos_ids`
+// (included) or after max_new_tokens; only ids below `num_candidates` are generated (sampling.h). The
+// model must have room for every prompt plus max_new_tokens.
 std::vector<std::vector<int64_t>> greedy_decode(model::CausalLm& model, const std::vector<std::vector<int64_t>>& prompts,
-                                                int64_t max_new_tokens, int64_t eos_id);
+                                                int64_t max_new_tokens, std::span<const int64_t> eos_ids,
+                                                int64_t num_candidates);
 
 }  // namespace rf::engine

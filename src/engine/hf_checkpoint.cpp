@@ -27,6 +27,35 @@ nlohmann::json read_json_text(const std::string& path) {
   }
 }
 
+// Each weight of `params` as one whole shard in its stored dtype; converted copies are kept in `owned`.
+std::vector<checkpoint::ShardedTensor> in_stored_dtypes(const model::HfModelFolder& folder,
+                                                        const model::ParamStore& params, std::vector<Tensor>& owned) {
+  std::vector<checkpoint::ShardedTensor> shards;
+  owned.reserve(params.layout().entries().size());
+  for (const model::ParamEntry& e : params.layout().entries()) {
+    const TensorView weight = params.get(e.name);
+    const DType stored = folder.weight_dtypes.at(e.name);
+    if (stored != weight.dtype()) owned.push_back(clone(weight, stored));
+    shards.push_back(checkpoint::whole_tensor(e.name, stored == weight.dtype() ? weight : owned.back().view()));
+  }
+  return shards;
+}
+
+// What the weights alone do not say about the folder, in the huggingface/ component: config.json
+// whole, the side files, and the document hf_folder.
+void add_hf_folder_record(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder) {
+  writer.add_file(kHfComponent, "config.json", model::hf_config_text(folder.config_json));
+  for (const auto& [name, contents] : folder.side_files) writer.add_file(kHfComponent, name, contents);
+  nlohmann::json dtypes = nlohmann::json::object();
+  for (const auto& [name, dtype] : folder.weight_dtypes) dtypes[name] = model::torch_dtype_name(dtype);
+  nlohmann::json record = {{"weight_dtypes", dtypes}, {"weight_metadata", folder.weight_metadata}};
+  if (folder.weight_split) {
+    record["weight_files"] = folder.weight_split->file_of;
+    if (folder.weight_split->index) record["weight_index"] = *folder.weight_split->index;
+  }
+  writer.add_json(kHfComponent, kHfFolderDoc, record);
+}
+
 }  // namespace
 
 CheckpointStep locate_checkpoint_step(const std::string& path_text) {
@@ -49,30 +78,23 @@ CheckpointStep locate_checkpoint_step(const std::string& path_text) {
 }
 
 void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& target, std::optional<DType> dtype) {
-  const model::HfModelFolder folder = model::HfModelFolder::open(hf_dir);
+  model::HfModelFolder folder = model::HfModelFolder::open(hf_dir);
   model::ParamStore params(model::ParamLayout::for_model(folder.config), folder.exact_store_dtype());
   model::load_hf_weights(params, hf_dir);
+  if (dtype) folder.set_dtype(*dtype);
 
   std::vector<Tensor> owned;
-  std::vector<checkpoint::ShardedTensor> shards;
-  nlohmann::json dtypes = nlohmann::json::object();
-  owned.reserve(params.layout().entries().size());
-  for (const model::ParamEntry& e : params.layout().entries()) {
-    const DType stored = dtype.value_or(folder.weight_dtypes.at(e.name));
-    owned.push_back(clone(params.get(e.name), stored));
-    shards.push_back(checkpoint::whole_tensor(e.name, owned.back()));
-    dtypes[e.name] = model::torch_dtype_name(stored);
-  }
-  nlohmann::json config_json = folder.config_json;
-  if (dtype) config_json[config_json.contains("dtype") ? "dtype" : "torch_dtype"] = model::torch_dtype_name(*dtype);
-
   checkpoint::CheckpointWriter writer(target.root, target.step);
-  writer.add_tensors(kWeightsComponent, "model", shards);
-  writer.add_file(kHfComponent, "config.json", model::hf_config_text(config_json));
-  for (const auto& [name, contents] : folder.side_files) writer.add_file(kHfComponent, name, contents);
-  writer.add_json(kHfComponent, kHfFolderDoc,
-                  nlohmann::json{{"weight_dtypes", dtypes}, {"weight_metadata", folder.weight_metadata}});
+  writer.add_tensors(kWeightsComponent, "model", in_stored_dtypes(folder, params, owned));
+  add_hf_folder_record(writer, folder);
   writer.commit();
+}
+
+void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
+                   const model::ParamStore& params) {
+  std::vector<Tensor> owned;
+  writer.add_tensors(kHfComponent, "model", in_stored_dtypes(folder, params, owned));
+  add_hf_folder_record(writer, folder);
 }
 
 void checkpoint_to_hf_folder(const CheckpointStep& source, const std::string& hf_dir,
@@ -117,6 +139,11 @@ void checkpoint_to_hf_folder(const CheckpointStep& source, const std::string& hf
         if (folder.weight_dtypes.count(name)) folder.weight_dtypes[name] = *dtype;
       }
       folder.weight_metadata = recorded.at("weight_metadata").get<std::map<std::string, std::string>>();
+      if (recorded.contains("weight_files")) {
+        folder.weight_split = formats::SafetensorsSplit{
+            recorded.at("weight_files").get<std::map<std::string, std::string>>(), std::nullopt};
+        if (recorded.contains("weight_index")) folder.weight_split->index = recorded.at("weight_index");
+      }
     } catch (const nlohmann::json::exception& e) {
       throw IoError(doc_path, fmt::format("malformed: {}", e.what()));
     }

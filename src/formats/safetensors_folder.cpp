@@ -21,8 +21,8 @@ bool is_plain_file_name(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
-// The index's weight_map: tensor name -> shard file name.
-std::map<std::string, std::string> read_weight_map(const std::string& index_path) {
+// The index: its weight_map (tensor name -> shard file name) and the rest of it.
+SafetensorsSplit read_index(const std::string& index_path) {
   std::ifstream in(index_path, std::ios::binary);
   if (!in) throw IoError(index_path, "cannot open");
   std::stringstream text;
@@ -37,7 +37,7 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
   const auto weight_map = index.find("weight_map");
   if (weight_map == index.end() || !weight_map->is_object())
     throw IoError(index_path, "missing the weight_map object");
-  std::map<std::string, std::string> out;
+  SafetensorsSplit split;
   for (const auto& [name, file] : weight_map->items()) {
     if (!file.is_string())
       throw IoError(index_path, fmt::format("weight_map['{}'] is a JSON {}, not a file name", name, file.type_name()));
@@ -45,9 +45,11 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
     if (!is_plain_file_name(file_name))
       throw IoError(index_path, fmt::format("weight_map['{}'] = '{}' is not a file name inside the folder", name,
                                             file_name));
-    out.emplace(name, file_name);
+    split.file_of.emplace(name, file_name);
   }
-  return out;
+  index.erase("weight_map");
+  split.index = std::move(index);
+  return split;
 }
 
 }  // namespace
@@ -58,7 +60,10 @@ SafetensorsFolder::SafetensorsFolder(const std::string& dir) : dir_(dir) {
   const std::string index = join(dir_, kSafetensorsIndexName);
   if (fs::exists(single)) {
     const SafetensorsReader& file = files_.try_emplace(kSafetensorsFileName, single).first->second;
-    for (const std::string& name : file.names()) owner_.emplace(name, &file);
+    for (const std::string& name : file.names()) {
+      owner_.emplace(name, &file);
+      split_.file_of.emplace(name, kSafetensorsFileName);
+    }
   } else if (fs::exists(index)) {
     open_sharded(index);
   } else {
@@ -67,7 +72,8 @@ SafetensorsFolder::SafetensorsFolder(const std::string& dir) : dir_(dir) {
 }
 
 void SafetensorsFolder::open_sharded(const std::string& index_path) {
-  const std::map<std::string, std::string> weight_map = read_weight_map(index_path);
+  split_ = read_index(index_path);
+  const std::map<std::string, std::string>& weight_map = split_.file_of;
   std::map<std::string, std::vector<std::string>> tensors_of;  // shard file name -> its tensors, per the index
   for (const auto& [name, file_name] : weight_map) tensors_of[file_name].push_back(name);
 

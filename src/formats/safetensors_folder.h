@@ -9,10 +9,13 @@
 // shard the index names, and no shard holds a tensor the index places elsewhere or does not list
 // (so no tensor is in two shards). `metadata.total_size` is informational and not checked: hub
 // repositories disagree on what it counts. Errors are IoError naming the file at fault.
+// split() says how the weights were laid out, so a writer can put them back the same way.
 // Writing a folder is safetensors_folder_writer.h.
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,16 @@ namespace rf::formats {
 
 inline constexpr const char* kSafetensorsFileName = "model.safetensors";
 inline constexpr const char* kSafetensorsIndexName = "model.safetensors.index.json";
+
+// How a folder's weights are split into files.
+struct SafetensorsSplit {
+  std::map<std::string, std::string> file_of;  // tensor name -> file name in the folder
+  // A sharded folder's index without its weight_map ({"metadata": {"total_size": ...}}, plus whatever
+  // else the saver put there, such as transformers' total_parameters), kept to be written back as it
+  // was; nullopt for one model.safetensors without an index.
+  std::optional<nlohmann::json> index;
+  bool operator==(const SafetensorsSplit&) const = default;
+};
 
 class SafetensorsFolder {
  public:
@@ -34,6 +47,7 @@ class SafetensorsFolder {
   // The file holding `name`; IoError naming the folder when no file does.
   const SafetensorsReader& file_of(const std::string& name) const;
   const SafetensorsEntry& entry(const std::string& name) const { return file_of(name).entry(name); }
+  const SafetensorsSplit& split() const { return split_; }
   // As SafetensorsReader::read_into / read: a copy, converted between floating dtypes.
   void read_into(const std::string& name, TensorView dst) const { file_of(name).read_into(name, dst); }
   Tensor read(const std::string& name, DType dtype, TensorAccount account = {}) const {
@@ -46,6 +60,7 @@ class SafetensorsFolder {
   std::string dir_;
   std::map<std::string, SafetensorsReader> files_;          // by file name within dir_
   std::map<std::string, const SafetensorsReader*> owner_;   // tensor name -> the file holding it
+  SafetensorsSplit split_;
 };
 
 }  // namespace rf::formats

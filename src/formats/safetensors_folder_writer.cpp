@@ -8,7 +8,6 @@
 #include <set>
 
 #include "formats/atomic_file.h"
-#include "formats/safetensors_folder.h"
 #include "formats/safetensors_writer.h"
 
 namespace rf::formats {
@@ -77,39 +76,58 @@ std::vector<std::string> write_safetensors_folder(const std::string& dir,
                                                   const std::vector<std::pair<std::string, TensorView>>& tensors,
                                                   size_t max_shard_bytes,
                                                   const std::map<std::string, std::string>& metadata) {
+  std::vector<size_t> tensor_bytes;
+  for (const auto& [name, view] : tensors) tensor_bytes.push_back(view.nbytes());
+  const std::vector<std::vector<size_t>> plan = plan_safetensors_shards(tensor_bytes, max_shard_bytes);
+  SafetensorsSplit split;
+  size_t total_bytes = 0;
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const std::string file_name = plan.size() == 1 ? kSafetensorsFileName : safetensors_shard_name(s, plan.size());
+    for (size_t i : plan[s]) {
+      split.file_of[tensors[i].first] = file_name;
+      total_bytes += tensor_bytes[i];
+    }
+  }
+  if (plan.size() > 1) split.index = nlohmann::json{{"metadata", {{"total_size", total_bytes}}}};
+  return write_safetensors_folder(dir, tensors, split, metadata);
+}
+
+std::vector<std::string> write_safetensors_folder(const std::string& dir,
+                                                  const std::vector<std::pair<std::string, TensorView>>& tensors,
+                                                  const SafetensorsSplit& split,
+                                                  const std::map<std::string, std::string>& metadata) {
   // Checked across the whole set first: a name repeated in two shards would pass each file's check.
   std::set<std::string> seen;
-  std::vector<size_t> tensor_bytes;
+  std::map<std::string, std::vector<std::pair<std::string, TensorView>>> files;  // file name -> its tensors
   for (const auto& [name, view] : tensors) {
     RF_CHECK(!name.empty() && name != "__metadata__", "{}: invalid tensor name '{}'", dir, name);
     RF_CHECK(seen.insert(name).second, "{}: tensor '{}' given twice", dir, name);
     RF_CHECK(!view.empty(), "{}: tensor '{}' is an empty view", dir, name);
-    tensor_bytes.push_back(view.nbytes());
+    const auto file = split.file_of.find(name);
+    RF_CHECK(file != split.file_of.end(), "{}: tensor '{}' has no file in the split", dir, name);
+    RF_CHECK(file->second.find('/') == std::string::npos && file->second.ends_with(".safetensors"),
+             "{}: tensor '{}': '{}' is not a .safetensors file name inside the folder", dir, name, file->second);
+    RF_CHECK(split.index || file->second == kSafetensorsFileName,
+             "{}: tensor '{}' is placed in '{}', but a folder without an index has only {}", dir, name, file->second,
+             kSafetensorsFileName);
+    files[file->second].emplace_back(name, view);
   }
+  RF_CHECK(seen.size() == split.file_of.size(), "{}: the split places {} tensors, but {} are given", dir,
+           split.file_of.size(), seen.size());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw IoError(dir, fmt::format("cannot create the folder: {}", ec.message()));
 
-  const std::vector<std::vector<size_t>> plan = plan_safetensors_shards(tensor_bytes, max_shard_bytes);
+  if (files.empty() && !split.index) files[kSafetensorsFileName];  // no tensors: one empty file, not none
   std::vector<std::string> written;
-  if (plan.size() == 1) {
-    write_safetensors((fs::path(dir) / kSafetensorsFileName).string(), tensors, metadata);
-    written.push_back(kSafetensorsFileName);
-  } else {
-    nlohmann::json weight_map = nlohmann::json::object();
-    size_t total_bytes = 0;
-    for (size_t s = 0; s < plan.size(); ++s) {
-      const std::string file_name = safetensors_shard_name(s, plan.size());
-      std::vector<std::pair<std::string, TensorView>> shard;
-      for (size_t i : plan[s]) {
-        shard.push_back(tensors[i]);
-        weight_map[tensors[i].first] = file_name;
-        total_bytes += tensor_bytes[i];
-      }
-      write_safetensors((fs::path(dir) / file_name).string(), shard, metadata);
-      written.push_back(file_name);
-    }
-    const nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+  for (const auto& [file_name, file_tensors] : files) {
+    write_safetensors((fs::path(dir) / file_name).string(), file_tensors, metadata);
+    written.push_back(file_name);
+  }
+  if (split.index) {
+    nlohmann::json index = *split.index;
+    index["weight_map"] = split.file_of;
+    // json.dumps(indent=2, sort_keys=True) + "\n", as transformers writes it.
     write_file_atomically((fs::path(dir) / kSafetensorsIndexName).string(), index.dump(2) + "\n");
     written.push_back(kSafetensorsIndexName);
   }

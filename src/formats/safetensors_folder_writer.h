@@ -1,7 +1,9 @@
 // Writes a Hugging Face model folder's weights as save_pretrained does: one `model.safetensors`
 // when everything fits in one shard, otherwise `model-00001-of-00003.safetensors`, ... and
 // `model.safetensors.index.json` ({"metadata": {"total_size": bytes}, "weight_map": {name: file}}),
-// which SafetensorsFolder reads back.
+// which SafetensorsFolder reads back; or split as a folder was (SafetensorsFolder::split()): the same
+// files under the same names and the same index, so a folder read and written back is byte for byte
+// the same, whatever tool chose its split.
 //
 // Every file is written atomically (temp file, fsync, rename), shards before the index, and files a
 // previous save left behind (the other layout, shards of another count) are removed last. A reader
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor_view.h"
+#include "formats/safetensors_folder.h"
 
 namespace rf::formats {
 
@@ -36,6 +39,13 @@ std::string safetensors_shard_name(size_t index, size_t num_shards);
 std::vector<std::string> write_safetensors_folder(const std::string& dir,
                                                   const std::vector<std::pair<std::string, TensorView>>& tensors,
                                                   size_t max_shard_bytes,
+                                                  const std::map<std::string, std::string>& metadata = {});
+// The same, with each tensor in the file `split.file_of` names and, when split.index is set, an index
+// made of it and the weight_map. The tensors must be exactly split.file_of's keys, every file name
+// plain, and without an index every file model.safetensors (rf::Error before anything is written).
+std::vector<std::string> write_safetensors_folder(const std::string& dir,
+                                                  const std::vector<std::pair<std::string, TensorView>>& tensors,
+                                                  const SafetensorsSplit& split,
                                                   const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace rf::formats

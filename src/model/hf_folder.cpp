@@ -27,17 +27,6 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& path)
   }
 }
 
-// transformers >= 4.56 writes "dtype" where older versions wrote "torch_dtype"; both are kept up to date.
-void set_dtype_fields(nlohmann::json& config_json, DType dtype) {
-  bool set = false;
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (!config_json.contains(key)) continue;
-    config_json[key] = torch_dtype_name(dtype);
-    set = true;
-  }
-  if (!set) config_json["torch_dtype"] = torch_dtype_name(dtype);
-}
-
 }  // namespace
 
 std::string read_file_bytes(const std::string& path) {
@@ -95,6 +84,7 @@ HfModelFolder HfModelFolder::open(const std::string& dir) {
   // Shards of one save carry the same __metadata__; the first file's stands for all.
   if (const std::vector<std::string> names = weights.names(); !names.empty())
     folder.weight_metadata = weights.file_of(names.front()).metadata();
+  folder.weight_split = weights.split();
 
   for (const char* name : kHfSideFiles) {
     const std::string path = (fs::path(dir) / name).string();
@@ -126,13 +116,30 @@ DType HfModelFolder::exact_store_dtype() const {
   return DType::f32;
 }
 
-std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFolder& folder, const ParamStore& params,
+void HfModelFolder::set_dtype(DType dtype) {
+  const ParamLayout layout = ParamLayout::for_model(config);
+  for (const ParamEntry& e : layout.entries()) {
+    const auto it = weight_dtypes.find(e.name);
+    if (it == weight_dtypes.end() || it->second != dtype) weight_split.reset();
+    weight_dtypes[e.name] = dtype;
+  }
+  config.torch_dtype = torch_dtype_name(dtype);
+  bool set = false;
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!config_json.contains(key)) continue;
+    config_json[key] = config.torch_dtype;
+    set = true;
+  }
+  if (!set) config_json["torch_dtype"] = config.torch_dtype;
+}
+
+std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFolder& source, const ParamStore& params,
                                          const HfExportOptions& options) {
-  const ParamLayout expected = ParamLayout::for_model(folder.config);
+  const ParamLayout expected = ParamLayout::for_model(source.config);
   const ParamLayout& layout = params.layout();
   RF_CHECK(layout.entries().size() == expected.entries().size(),
            "the weights do not match the config: {} tensors, where {} implies {}", layout.entries().size(),
-           folder.config.describe(), expected.entries().size());
+           source.config.describe(), expected.entries().size());
   for (const ParamEntry& e : expected.entries())
     RF_CHECK(layout.contains(e.name) && layout.entry(e.name).shape == e.shape,
              "the weights do not match the config: tensor '{}' should be {}", e.name, e.shape.to_string());
@@ -140,6 +147,8 @@ std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFo
     RF_CHECK(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::f16 ||
                  options.dtype == DType::f64,
              "export dtype {}: expected f32, bf16, f16 or f64", dtype_name(*options.dtype));
+  HfModelFolder folder = source;
+  if (options.dtype) folder.set_dtype(*options.dtype);
 
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -150,15 +159,12 @@ std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFo
   std::vector<Tensor> converted;
   converted.reserve(layout.entries().size());
   std::vector<std::pair<std::string, TensorView>> tensors;
+  bool split_holds = folder.weight_split && folder.weight_split->file_of.size() == layout.entries().size();
   for (const ParamEntry& e : layout.entries()) {
-    DType dtype = params.dtype();
-    if (options.dtype) {
-      dtype = *options.dtype;
-    } else {
-      const auto it = folder.weight_dtypes.find(e.name);
-      RF_CHECK(it != folder.weight_dtypes.end(), "no stored dtype for tensor '{}' (give an export dtype)", e.name);
-      dtype = it->second;
-    }
+    const auto it = folder.weight_dtypes.find(e.name);
+    RF_CHECK(it != folder.weight_dtypes.end(), "no stored dtype for tensor '{}' (give an export dtype)", e.name);
+    const DType dtype = it->second;
+    split_holds = split_holds && folder.weight_split->file_of.count(e.name);
     const TensorView view = params.get(e.name);
     if (dtype == view.dtype()) {
       tensors.emplace_back(e.name, view);
@@ -168,17 +174,37 @@ std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFo
     }
   }
   std::vector<std::string> written =
-      formats::write_safetensors_folder(dir, tensors, options.max_shard_bytes, folder.weight_metadata);
+      options.max_shard_bytes || !split_holds
+          ? formats::write_safetensors_folder(dir, tensors, options.max_shard_bytes.value_or(kDefaultMaxShardBytes),
+                                              folder.weight_metadata)
+          : formats::write_safetensors_folder(dir, tensors, *folder.weight_split, folder.weight_metadata);
 
   for (const auto& [name, contents] : folder.side_files) {
     formats::write_file_atomically((fs::path(dir) / name).string(), contents);
     written.push_back(name);
   }
-  nlohmann::json config_json = folder.config_json;
-  if (options.dtype) set_dtype_fields(config_json, *options.dtype);
-  formats::write_file_atomically((fs::path(dir) / "config.json").string(), hf_config_text(config_json));
+  formats::write_file_atomically((fs::path(dir) / "config.json").string(), hf_config_text(folder.config_json));
   written.push_back("config.json");
   return written;
+}
+
+std::vector<int64_t> generation_eos_ids(const HfModelFolder& folder, const std::string& dir) {
+  const auto ids_of = [&](const nlohmann::json& j, const char* file) -> std::optional<std::vector<int64_t>> {
+    if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return std::nullopt;
+    const nlohmann::json& v = j["eos_token_id"];
+    std::vector<int64_t> ids;
+    for (const nlohmann::json& id : v.is_array() ? v : nlohmann::json::array({v})) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0)
+        throw IoError((fs::path(dir) / file).string(), fmt::format("eos_token_id: {} is not a token id", v.dump()));
+      ids.push_back(id.get<int64_t>());
+    }
+    return ids;
+  };
+  if (const auto it = folder.side_files.find("generation_config.json"); it != folder.side_files.end()) {
+    const std::string path = (fs::path(dir) / it->first).string();
+    if (auto ids = ids_of(parse_json_text(it->second, path), "generation_config.json")) return *ids;
+  }
+  return ids_of(folder.config_json, "config.json").value_or(std::vector<int64_t>{});
 }
 
 }  // namespace rf::model

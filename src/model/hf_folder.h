@@ -5,13 +5,15 @@
 //                field is carried through and written back unchanged.
 //   weights      model.safetensors, or shards listed by model.safetensors.index.json, by HF name. Their
 //                values go through a ParamStore (hf_weights.h loads it); the stored dtype of each
-//                tensor and the files' __metadata__ ({"format": "pt"}) are remembered here, so an export
-//                writes them back as they came. A tied model has no lm_head.weight, as HF saves it.
+//                tensor, the files' __metadata__ ({"format": "pt"}) and the split into files (which
+//                tensor in which file, the index's metadata) are remembered here, so an export writes
+//                them back as they came. A tied model has no lm_head.weight, as HF saves it.
 //   side files   generation_config.json and the tokenizer files (kHfSideFiles): copied byte for byte.
 // Import then export is bit-exact: the same tensors in the same dtypes (f32, bf16 and f16 values pass
-// through an f32 ParamStore unchanged), the same config.json and side files. config.json is written as
-// transformers writes it (json.dumps(indent=2, sort_keys=True) + "\n") and the safetensors writer
-// matches Hugging Face's, so a folder transformers saved in one file comes back byte for byte.
+// through an f32 ParamStore unchanged) in the same files, the same config.json and side files.
+// config.json is written as transformers writes it (json.dumps(indent=2, sort_keys=True) + "\n") and
+// the safetensors writer matches Hugging Face's, so a folder transformers saved comes back byte for
+// byte, shards and index included.
 // Not here: loading weight values (hf_weights.h), tokenizers (src/data), native checkpoints
 // (engine/hf_checkpoint.h converts between the two).
 #pragma once
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/safetensors_folder.h"
 #include "model/model_config.h"
 #include "model/param_store.h"
 
@@ -42,6 +45,7 @@ struct HfModelFolder {
   std::map<std::string, DType> weight_dtypes;          // stored dtype of each parameter, by HF name
   std::map<std::string, std::string> weight_metadata;  // the weight files' __metadata__
   std::map<std::string, std::string> side_files;       // file name -> contents
+  std::optional<formats::SafetensorsSplit> weight_split;  // the weight files as read; nullopt: a new model
 
   // Reads config.json, the side files present and the weights' headers (no tensor data). IoError or
   // ConfigError naming the file (and the key or tensor) for anything missing, malformed or unsupported.
@@ -51,19 +55,34 @@ struct HfModelFolder {
 
   // A dtype that holds every stored weight exactly: f64 if one is f64, else f32.
   DType exact_store_dtype() const;
+  // Every weight of `config` stored in `dtype` from now on: weight_dtypes, config.json's torch_dtype
+  // (and dtype, which transformers >= 4.56 writes instead) and config.torch_dtype. When that changes
+  // some weight's dtype, weight_split is dropped: the sizes its files were chosen for no longer hold.
+  void set_dtype(DType dtype);
 };
 
 struct HfExportOptions {
-  std::optional<DType> dtype;  // every weight in this dtype; nullopt: each in its stored dtype
-  size_t max_shard_bytes = kDefaultMaxShardBytes;
+  std::optional<DType> dtype;             // every weight in this dtype; nullopt: each in its stored dtype
+  std::optional<size_t> max_shard_bytes;  // shard by size; nullopt: see write_hf_folder
 };
 
-// Writes `dir` (created if missing): the weights of `params` (laid out for folder.config) by HF name,
-// sharded by options.max_shard_bytes; the side files; then config.json, last, so a folder interrupted
-// mid-way has none and does not look like a model. torch_dtype follows options.dtype when it is set.
-// Every file is written atomically. Returns the file names written.
+// Writes `dir` (created if missing): the weights of `params` (laid out for folder.config) by HF name;
+// the side files; then config.json, last, so a folder interrupted mid-way has none and does not look
+// like a model. options.dtype acts as folder.set_dtype. Every file is written atomically. Returns the
+// file names written. How the weights are split into files:
+//   options.max_shard_bytes set   by size, huggingface_hub's rule (safetensors_folder_writer.h);
+//   else folder.weight_split      when it still describes the weights: it lists exactly the tensors
+//                                 written and each keeps its stored dtype. The same files under the
+//                                 same names and the same index (metadata kept whole), so a sharded
+//                                 folder comes back byte for byte, whatever split its saver chose;
+//   else                          by size with kDefaultMaxShardBytes, as save_pretrained.
 std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFolder& folder,
                                          const ParamStore& params, const HfExportOptions& options = {});
+
+// Where generation stops, as transformers' generate takes it: generation_config.json's eos_token_id (a
+// number or a list), else config.json's; empty when neither names one. `dir` names the files in errors
+// (IoError when eos_token_id is not a token id or a list of them).
+std::vector<int64_t> generation_eos_ids(const HfModelFolder& folder, const std::string& dir);
 
 // config.json's text as transformers writes it: json.dumps(indent=2, sort_keys=True) + "\n".
 std::string hf_config_text(const nlohmann::json& config_json);

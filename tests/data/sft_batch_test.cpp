@@ -22,38 +22,12 @@ std::vector<int64_t> values(const Tensor& t) {
 
 constexpr int64_t X = kIgnoreTarget;
 
-// The arith tokenizer with bos or eos removed, for tokenizers that lack them (Qwen has no bos).
-class TokenizerWithout final : public Tokenizer {
- public:
-  enum class Missing : uint8_t { bos, eos };
-  explicit TokenizerWithout(Missing missing) : missing_(missing) {}
-  using Tokenizer::encode;
-  std::vector<int64_t> encode(std::string_view text, AddSpecialTokens add) const override {
-    return inner_.encode(text, add);
-  }
-  std::string decode(std::span<const int64_t> ids, SpecialTokens specials) const override {
-    return inner_.decode(ids, specials);
-  }
-  int64_t vocab_size() const override { return inner_.vocab_size(); }
-  std::optional<int64_t> bos_id() const override {
-    return missing_ == Missing::bos ? std::nullopt : inner_.bos_id();
-  }
-  std::optional<int64_t> eos_id() const override {
-    return missing_ == Missing::eos ? std::nullopt : inner_.eos_id();
-  }
-  std::optional<int64_t> pad_id() const override { return inner_.pad_id(); }
-  std::optional<int64_t> special_token_id(std::string_view content) const override {
-    return inner_.special_token_id(content);
-  }
-
- private:
-  CharTokenizer inner_ = CharTokenizer::for_task("arith");
-  Missing missing_;
-};
+// The character tokenizer's own framing: <bos> prompt response <eos>.
+constexpr SftSpecialIds kCharIds{.bos = CharTokenizer::kBosId, .eos = CharTokenizer::kEosId};
 
 TEST(SftBatchBuilder, OneExample) {
   const CharTokenizer tok = CharTokenizer::for_task("arith");
-  const SftBatchBuilder builder(tok, {.max_length = 16, .max_tokens_per_micro_batch = 16});
+  const SftBatchBuilder builder(tok, kCharIds, {.max_length = 16, .max_tokens_per_micro_batch = 16});
   const std::vector<Example> examples = {{.prompt = "1+2=", .response = "3"}};
   const std::vector<SftMicroBatch> batches = builder.build(examples);
   ASSERT_EQ(batches.size(), 1u);
@@ -72,7 +46,7 @@ TEST(SftBatchBuilder, OneExample) {
 
 TEST(SftBatchBuilder, PacksFirstFitInOrder) {
   const CharTokenizer tok = CharTokenizer::for_task("arith");
-  const SftBatchBuilder builder(tok, {.max_length = 12, .max_tokens_per_micro_batch = 16});
+  const SftBatchBuilder builder(tok, kCharIds, {.max_length = 12, .max_tokens_per_micro_batch = 16});
   // Lengths with bos and eos: 7, 10, 5, 9, 4.
   const std::vector<Example> examples = {{.prompt = "1+2=", .response = "3"},
                                          {.prompt = "10+20=", .response = "30"},
@@ -112,7 +86,7 @@ TEST(SftBatchBuilder, AgreesWithTheModelsPackingConvention) {
     const auto task = make_task(name, nullptr, 17);
     const CharTokenizer tok = CharTokenizer::for_task(name);
     const SftPackingConfig config{.max_length = 20, .max_tokens_per_micro_batch = 48};
-    const SftBatchBuilder builder(tok, config);
+    const SftBatchBuilder builder(tok, kCharIds, config);
     std::vector<Example> examples;
     for (uint64_t i = 0; i < 64; ++i) examples.push_back(task->example(Split::train, i));
     const std::vector<SftMicroBatch> batches = builder.build(examples);
@@ -162,19 +136,24 @@ TEST(SftBatchBuilder, AgreesWithTheModelsPackingConvention) {
   }
 }
 
-TEST(SftBatchBuilder, TokenizerWithoutBos) {
-  const TokenizerWithout tok(TokenizerWithout::Missing::bos);
-  const SftBatchBuilder builder(tok, {.max_length = 8, .max_tokens_per_micro_batch = 8});
+TEST(SftBatchBuilder, NoBosAndAnotherEos) {
+  // As for Qwen: no bos; the eos is the model's stop id, here not the tokenizer's own <eos> (2).
+  const CharTokenizer tok = CharTokenizer::for_task("arith");
+  const SftPackingConfig config{.max_length = 8, .max_tokens_per_micro_batch = 8};
+  const SftBatchBuilder builder(tok, {.bos = std::nullopt, .eos = 0}, config);
   const std::vector<Example> examples = {{.prompt = "1=", .response = "1"}};
+  EXPECT_EQ(builder.prompt_tokens(examples[0]), (std::vector<int64_t>{4, 16}));
   const SftMicroBatch b = std::move(builder.build(examples)[0]);
-  EXPECT_EQ(values(b.tokens_N), (std::vector<int64_t>{4, 16, 4, 2}));
-  EXPECT_EQ(values(b.targets_N), (std::vector<int64_t>{X, 4, 2, X}));
+  EXPECT_EQ(values(b.tokens_N), (std::vector<int64_t>{4, 16, 4, 0}));
+  EXPECT_EQ(values(b.targets_N), (std::vector<int64_t>{X, 4, 0, X}));
   EXPECT_EQ(b.num_loss_tokens, 2);
+  const SftBatchBuilder with_bos(tok, kCharIds, config);
+  EXPECT_EQ(with_bos.prompt_tokens(examples[0]), (std::vector<int64_t>{1, 4, 16}));
 }
 
 TEST(SftBatchBuilder, TooLongExampleIsNamed) {
   const CharTokenizer tok = CharTokenizer::for_task("arith");
-  const SftBatchBuilder builder(tok, {.max_length = 8, .max_tokens_per_micro_batch = 64});
+  const SftBatchBuilder builder(tok, kCharIds, {.max_length = 8, .max_tokens_per_micro_batch = 64});
   const std::vector<Example> examples = {{.prompt = "1+2=", .response = "3"},
                                          {.prompt = "123+456=", .response = "579"}};
   try {
@@ -191,11 +170,11 @@ TEST(SftBatchBuilder, TooLongExampleIsNamed) {
   EXPECT_EQ(builder.build(fits)[0].tokens_N.numel(), 8);
 }
 
-TEST(SftBatchBuilder, RejectsBadLimitsAndTokenizersWithoutEos) {
+TEST(SftBatchBuilder, RejectsBadLimitsAndSpecialIds) {
   const CharTokenizer tok = CharTokenizer::for_task("arith");
   const auto expect_config_error = [&](SftPackingConfig config, const std::string& key, const std::string& fragment) {
     try {
-      const SftBatchBuilder builder(tok, config);
+      const SftBatchBuilder builder(tok, kCharIds, config);
       ADD_FAILURE() << "no error for " << key;
     } catch (const ConfigError& e) {
       EXPECT_EQ(e.key_path(), key);
@@ -207,8 +186,8 @@ TEST(SftBatchBuilder, RejectsBadLimitsAndTokenizersWithoutEos) {
   expect_config_error({.max_length = 1, .max_tokens_per_micro_batch = 16}, "data.max_length", "1 leaves no room");
   expect_config_error({.max_length = 8, .max_tokens_per_micro_batch = int64_t(1) << 32},
                       "data.max_tokens_per_micro_batch", "int32 cu_seqlens");
-  const TokenizerWithout no_eos(TokenizerWithout::Missing::eos);
-  EXPECT_THROW(SftBatchBuilder(no_eos, {.max_length = 8, .max_tokens_per_micro_batch = 8}), Error);
+  EXPECT_THROW(SftBatchBuilder(tok, {.bos = 1, .eos = -1}, {.max_length = 8, .max_tokens_per_micro_batch = 8}), Error);
+  EXPECT_THROW(SftBatchBuilder(tok, {.bos = -1, .eos = 2}, {.max_length = 8, .max_tokens_per_micro_batch = 8}), Error);
 }
 
 }  // namespace

@@ -3,15 +3,6 @@
 # with a one-line `rlforge:` error naming the file, key or option at fault, and leaves what was there intact.
 source "$(dirname "$0")/common.sh"
 
-expect_error() {
-  local fragment="$1"; shift
-  if "$RLFORGE" "$@" > "$SCRATCH/stdout" 2> "$SCRATCH/stderr"; then fail "expected failure: $*"; fi
-  local last; last=$(tail -n 1 "$SCRATCH/stderr")
-  [[ "$last" == rlforge:* ]] || fail "last stderr line is not an rlforge error: '$last' ($*)"
-  [[ "$last" == *"$fragment"* ]] || fail "error '$last' does not mention '$fragment'"
-  echo "ok: $last"
-}
-
 m="$SCRATCH/model"
 "$RLFORGE" init-model --arch qwen2 --out "$m" --seed 1 --vocab 300 --hidden 16 --layers 1 --heads 2 --kv-heads 1 \
   --ffn 24 > /dev/null || fail "init-model"

@@ -1,8 +1,9 @@
 // engine/hf_checkpoint.h: a Hugging Face folder -> native checkpoint -> folder is the same folder,
-// byte for byte; a checkpoint whose tensors were saved split across ranks and files (row-split as
-// column-parallel layers, column-split as row-parallel ones) converts to the same folder as whole
-// tensors; a TrainEngine checkpoint (no huggingface/ part) converts from the config it recorded;
-// a step with no weights is an error naming it.
+// byte for byte, shards and index included; a checkpoint whose tensors were saved split across ranks
+// and files (row-split as column-parallel layers, column-split as row-parallel ones) converts to the
+// same folder as whole tensors; a trainer's export (add_hf_export) gives the imported folder back with
+// only the weights changed; a TrainEngine checkpoint (no huggingface/ part) converts from the config it
+// recorded; a step with no weights is an error naming it.
 #include "engine/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -84,6 +85,76 @@ TEST_F(HfCheckpoint, FolderToCheckpointAndBackIsTheSameFolder) {
       checkpoint_to_hf_folder(locate_checkpoint_step(path(tag + "_ckpt") + "/global_step_0/"), path(tag + "_back2"), {});
       EXPECT_EQ(folder_files(path(tag)), folder_files(path(tag + "_back2")));
     }
+}
+
+// `folder` re-split: the embedding and the norm in one file, each layer in its own, under names no
+// save_pretrained uses, and an index with more than total_size.
+void split_by_layer(model::HfModelFolder& folder) {
+  formats::SafetensorsSplit split{{}, nlohmann::json{{"metadata", {{"total_parameters", 99}, {"total_size", 1}}}}};
+  for (const auto& [name, dtype] : folder.weight_dtypes)
+    split.file_of[name] = name.starts_with("model.layers.") ? "layer-" + name.substr(13, 1) + ".safetensors"
+                                                            : "rest.safetensors";
+  folder.weight_split = split;
+}
+
+TEST_F(HfCheckpoint, AShardedFolderComesBackWithItsSplit) {
+  const model::ParamStore params = write_folder(path("one_file"), config_of(model::Arch::qwen3, false), DType::bf16);
+  model::HfModelFolder folder = model::HfModelFolder::open(path("one_file"));
+  split_by_layer(folder);
+  model::write_hf_folder(path("sharded"), folder, params);
+  hf_folder_to_checkpoint(path("sharded"), {path("ckpt"), 0}, std::nullopt);
+  checkpoint_to_hf_folder(locate_checkpoint_step(path("ckpt")), path("back"), {});
+  EXPECT_TRUE(fs::exists(path("back") + "/layer-1.safetensors"));
+  EXPECT_EQ(folder_files(path("sharded")), folder_files(path("back")));
+  // A size asked for at export re-shards; a dtype change at import does too (the sizes change).
+  checkpoint_to_hf_folder(locate_checkpoint_step(path("ckpt")), path("one_again"),
+                          {.max_shard_bytes = size_t(1) << 30});
+  EXPECT_EQ(folder_files(path("one_file")), folder_files(path("one_again")));
+  hf_folder_to_checkpoint(path("sharded"), {path("ckpt_f32"), 0}, DType::f32);
+  checkpoint_to_hf_folder(locate_checkpoint_step(path("ckpt_f32")), path("f32"), {});
+  EXPECT_TRUE(fs::exists(path("f32") + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(path("f32") + "/layer-1.safetensors"));
+}
+
+// What `rlforge sft` does with a folder it started from: the trained weights go into the step's
+// huggingface/ part with the folder's record; converting the step gives the folder back with only
+// the weights changed (rounded to their stored bf16), and the part itself is a loadable folder.
+TEST_F(HfCheckpoint, ATrainersExportKeepsEverythingButTheWeights) {
+  model::ParamStore trained = write_folder(path("one_file"), config_of(model::Arch::qwen2, true), DType::bf16);
+  model::HfModelFolder folder = model::HfModelFolder::open(path("one_file"));
+  split_by_layer(folder);
+  model::write_hf_folder(path("imported"), folder, trained);
+  folder = model::HfModelFolder::open(path("imported"));
+  fill_uniform(trained.flat(), Philox(6, 0), -1.0, 1.0);  // "training" changed every weight
+  {
+    checkpoint::CheckpointWriter writer(path("run"), 4);
+    add_hf_export(writer, folder, trained);
+    writer.commit();
+  }
+  checkpoint_to_hf_folder(locate_checkpoint_step(path("run")), path("exported"), {});
+  auto before = folder_files(path("imported")), after = folder_files(path("exported"));
+  ASSERT_EQ(before.size(), after.size());
+  for (const auto& [name, bytes] : before)
+    if (name.ends_with(".safetensors"))
+      EXPECT_NE(after[name], bytes) << name << ": the trained weights were not exported";
+    else
+      EXPECT_EQ(after[name], bytes) << name;  // config.json whole, side files, the index
+  const model::HfModelFolder exported = model::HfModelFolder::open(path("exported"));
+  EXPECT_EQ(exported.weight_dtypes, folder.weight_dtypes);
+  EXPECT_EQ(exported.config_json.at("custom"), nlohmann::json({{"kept", true}}));
+  // The huggingface/ part is a Hugging Face folder too, with the same record and weights.
+  const std::string part = path("run") + "/global_step_4/huggingface";
+  EXPECT_EQ(model::HfModelFolder::open(part).config_json, folder.config_json);
+  model::ParamStore loaded(trained.layout(), DType::f32), from_part(trained.layout(), DType::f32);
+  model::load_hf_weights(loaded, path("exported"));
+  model::load_hf_weights(from_part, part);
+  for (const model::ParamEntry& e : trained.layout().entries()) {
+    const TensorView t = trained.get(e.name), a = loaded.get(e.name), b = from_part.get(e.name);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      ASSERT_EQ(to_f32(to_bf16(t.data<float>()[i])), a.data<float>()[i]) << e.name << "[" << i << "]";
+      ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]) << e.name << "[" << i << "]";
+    }
+  }
 }
 
 // The step as a TP-2 run would save it: every matrix in two shards in two files (rank 0, rank 1),

@@ -1,6 +1,7 @@
 // write_safetensors_folder: huggingface_hub's sharding rule, HF's file names and index, round trips
-// bit for bit through SafetensorsFolder (every dtype, sharded and not), and a save replacing the
-// files of a previous save of another layout.
+// bit for bit through SafetensorsFolder (every dtype, sharded and not), a save replacing the files of
+// a previous save of another layout, and a folder's own split (any file names, index keys kept) read
+// and written back byte for byte.
 #include "formats/safetensors_folder_writer.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 
 using Shards = std::vector<std::vector<size_t>>;
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 TEST(PlanSafetensorsShards, FollowsHuggingFaceHub) {
   // huggingface_hub's documented example: limit 10, sizes [6, 6, 2, 6, 2, 2] -> [6], [6+2], [6+2+2].
@@ -160,6 +166,53 @@ TEST_F(SafetensorsFolderWriter, ReplacesThePreviousSaveOfAnotherLayout) {
   write_safetensors_folder(dir_.string(), tensors_, 130);  // sharded again: model.safetensors must go
   EXPECT_FALSE(fs::exists(path(kSafetensorsFileName)));
   expect_round_trip();
+}
+
+TEST_F(SafetensorsFolderWriter, ASplitReadIsWrittenBackByteForByte) {
+  // A split no size rule gives, under names save_pretrained does not use, with an index holding more
+  // than total_size (newer transformers add total_parameters; other tools other keys).
+  SafetensorsSplit split;
+  split.index = nlohmann::json{{"metadata", {{"total_size", 291}, {"total_parameters", 4242}}}, {"saved_by", "x"}};
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    split.file_of[tensors_[i].first] = i % 3 == 0 ? "weights-a.safetensors" : "weights-b.safetensors";
+  EXPECT_EQ(write_safetensors_folder(dir_.string(), tensors_, split, {{"format", "pt"}}),
+            (std::vector<std::string>{"weights-a.safetensors", "weights-b.safetensors", kSafetensorsIndexName}));
+  expect_round_trip();
+  const SafetensorsFolder folder(dir_.string());
+  EXPECT_EQ(folder.split(), split);
+  std::map<std::string, std::string> before;
+  for (const std::string& name : files_in_dir()) before[name] = file_bytes(path(name));
+  EXPECT_NE(before[kSafetensorsIndexName].find("\"total_parameters\": 4242"), std::string::npos);
+
+  const fs::path again = dir_ / "again";
+  write_safetensors_folder(again.string(), tensors_, folder.split(), {{"format", "pt"}});
+  for (const auto& [name, bytes] : before) EXPECT_EQ(file_bytes((again / name).string()), bytes) << name;
+
+  // One file: every tensor in model.safetensors, no index.
+  write_safetensors_folder((dir_ / "single").string(), tensors_, 1000);
+  const SafetensorsSplit single = SafetensorsFolder((dir_ / "single").string()).split();
+  EXPECT_FALSE(single.index);
+  EXPECT_EQ(single.file_of.size(), tensors_.size());
+  for (const auto& [name, file] : single.file_of) EXPECT_EQ(file, kSafetensorsFileName) << name;
+}
+
+TEST_F(SafetensorsFolderWriter, ASplitThatDoesNotFitTheTensorsIsRefused) {
+  SafetensorsSplit split;
+  split.index = nlohmann::json{{"metadata", {{"total_size", 0}}}};
+  for (const auto& [name, view] : tensors_) split.file_of[name] = "a.safetensors";
+  SafetensorsSplit missing = split;
+  missing.file_of.erase("w_f32");
+  EXPECT_THROW(write_safetensors_folder(dir_.string(), tensors_, missing), Error);
+  SafetensorsSplit extra = split;
+  extra.file_of["not.given"] = "a.safetensors";
+  EXPECT_THROW(write_safetensors_folder(dir_.string(), tensors_, extra), Error);
+  SafetensorsSplit outside = split;
+  outside.file_of["w_f32"] = "../a.safetensors";
+  EXPECT_THROW(write_safetensors_folder(dir_.string(), tensors_, outside), Error);
+  SafetensorsSplit no_index = split;
+  no_index.index.reset();  // without an index only model.safetensors can be found
+  EXPECT_THROW(write_safetensors_folder(dir_.string(), tensors_, no_index), Error);
+  EXPECT_TRUE(files_in_dir().empty());
 }
 
 TEST_F(SafetensorsFolderWriter, RejectsBadNamesBeforeWritingAnything) {

@@ -1,8 +1,9 @@
 // Hugging Face model folders in and out (model/hf_folder.h): import then export is bit-exact for the
 // three architectures x f32/bf16 x tied/untied x one file/sharded, checked file by file and at the
-// format level (config keys, tensor names, dtypes, shapes, index); the reference folders, which
-// transformers wrote, come back byte for byte; fields that change the maths are judged by their
-// effective value; every bad folder is an error naming the file (and the key or tensor).
+// format level (config keys, tensor names, dtypes, shapes, index); a folder's own split into files
+// comes back unless a dtype change or a size asks otherwise; the reference folders, which
+// transformers wrote, come back byte for byte; generation's eos ids; fields that change the maths are
+// judged by their effective value; every bad folder is an error naming the file (and the key or tensor).
 #include "model/hf_folder.h"
 
 #include <gtest/gtest.h>
@@ -162,6 +163,82 @@ TEST_F(HfFolderTest, ExportDtypeConvertsAndUpdatesTorchDtype) {
   reexport(path("bf16"), path("f32"), HfExportOptions{.dtype = DType::f32});
   reexport(path("f32"), path("bf16_again"), HfExportOptions{.dtype = DType::bf16});
   EXPECT_EQ(folder_files(path("bf16")), folder_files(path("bf16_again")));
+}
+
+TEST_F(HfFolderTest, TheOriginalSplitComesBackUnlessADtypeOrASizeAsksOtherwise) {
+  // A sharded folder whose split no size rule gives: the embedding alone, every layer in a file of
+  // its own, named as no save_pretrained names them, with an index that has total_parameters too.
+  const std::string sized = make_source_folder(path("sized"), Arch::qwen2, false, DType::bf16, 3000);
+  HfModelFolder folder = HfModelFolder::open(sized);
+  ParamStore params(ParamLayout::for_model(folder.config), DType::f32);
+  load_hf_weights(params, sized);
+  ASSERT_TRUE(folder.weight_split && folder.weight_split->index);
+  formats::SafetensorsSplit split{{}, nlohmann::json{{"metadata", {{"total_parameters", 12345}, {"total_size", 1}}}}};
+  for (const ParamEntry& e : params.layout().entries())
+    split.file_of[e.name] = e.name.starts_with("model.layers.") ? "layer-" + e.name.substr(13, 1) + ".safetensors"
+                                                                : "rest.safetensors";
+  folder.weight_split = split;
+  write_hf_folder(path("custom"), folder, params);
+  const auto custom = folder_files(path("custom"));
+  EXPECT_EQ(HfModelFolder::open(path("custom")).weight_split, split);
+  for (const char* name : {"layer-0.safetensors", "layer-1.safetensors", "rest.safetensors"})
+    EXPECT_TRUE(custom.count(name)) << name;
+
+  // Import then export: byte for byte, the index included.
+  reexport(path("custom"), path("again"), {});
+  EXPECT_EQ(folder_files(path("again")), custom);
+  // An export dtype that changes nothing keeps the split too.
+  reexport(path("custom"), path("same_dtype"), HfExportOptions{.dtype = DType::bf16});
+  EXPECT_EQ(folder_files(path("same_dtype")), custom);
+  // A dtype change: the files would have other sizes, so save_pretrained's rule (one file here).
+  reexport(path("custom"), path("f32"), HfExportOptions{.dtype = DType::f32});
+  EXPECT_FALSE(HfModelFolder::open(path("f32")).weight_split->index);
+  EXPECT_TRUE(fs::exists(path("f32/model.safetensors")));
+  // A size asked for: that rule, with save_pretrained's names.
+  reexport(path("custom"), path("resized"), HfExportOptions{.max_shard_bytes = 3000});
+  EXPECT_EQ(folder_files(path("resized")), folder_files(sized));
+  // Other tensors than the split lists (here: a different model): by size.
+  HfModelFolder other = HfModelFolder::open(path("custom"));
+  other.weight_split->file_of.erase("model.norm.weight");
+  write_hf_folder(path("other"), other, params);
+  EXPECT_TRUE(fs::exists(path("other/model.safetensors")));
+}
+
+TEST_F(HfFolderTest, SetDtypeChangesEveryWeightAndTheConfig) {
+  HfModelFolder folder = HfModelFolder::open(make_source_folder(path("src"), Arch::llama, true, DType::f32, 3000));
+  folder.config_json["dtype"] = "float32";  // as transformers >= 4.56 writes it
+  folder.set_dtype(DType::f32);
+  EXPECT_TRUE(folder.weight_split) << "no weight changed dtype";
+  folder.set_dtype(DType::bf16);
+  EXPECT_FALSE(folder.weight_split);
+  EXPECT_EQ(folder.config_json.at("torch_dtype"), "bfloat16");
+  EXPECT_EQ(folder.config_json.at("dtype"), "bfloat16");
+  EXPECT_EQ(folder.config.torch_dtype, "bfloat16");
+  EXPECT_EQ(folder.weight_dtypes.size(), ParamLayout::for_model(folder.config).entries().size());
+  for (const auto& [name, dtype] : folder.weight_dtypes) EXPECT_EQ(dtype, DType::bf16) << name;
+}
+
+TEST(HfGenerationEos, GenerationConfigThenConfigThenNone) {
+  HfModelFolder folder;
+  folder.config_json = {{"eos_token_id", 7}};
+  folder.side_files["generation_config.json"] = "{\"eos_token_id\": [5, 6]}";
+  EXPECT_EQ(generation_eos_ids(folder, "dir"), (std::vector<int64_t>{5, 6}));
+  folder.side_files["generation_config.json"] = "{\"eos_token_id\": 4}";
+  EXPECT_EQ(generation_eos_ids(folder, "dir"), (std::vector<int64_t>{4}));
+  folder.side_files["generation_config.json"] = "{\"pad_token_id\": 4}";
+  EXPECT_EQ(generation_eos_ids(folder, "dir"), (std::vector<int64_t>{7}));
+  folder.side_files.clear();
+  EXPECT_EQ(generation_eos_ids(folder, "dir"), (std::vector<int64_t>{7}));
+  folder.config_json = nlohmann::json::object();
+  EXPECT_TRUE(generation_eos_ids(folder, "dir").empty());
+  folder.side_files["generation_config.json"] = "{\"eos_token_id\": [5, \"x\"]}";
+  try {
+    generation_eos_ids(folder, "dir");
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.path(), "dir/generation_config.json");
+    EXPECT_NE(std::string(e.what()).find("eos_token_id: [5,\"x\"] is not a token id"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(HfFolderTest, ReferenceFoldersComeBackByteForByte) {
