@@ -18,7 +18,7 @@ cmake --build build/release -j "$(nproc)" || { echo "build failed"; exit 1; }
 phase build
 
 passed=0; failed=0
-for label in core formats data config kernels mpi model checkpoint engine e2e; do
+for label in core formats data config kernels mpi model checkpoint engine rl e2e; do
   log=$(mktemp)
   ctest --test-dir build/release -L "^${label}\$" -j "$(nproc)" --output-on-failure --timeout 900 >"$log" 2>&1
   grep -vE '^ *([0-9]+/[0-9]+ Test +#[0-9]+: .* Passed|Start +[0-9]+:)' "$log"  # failures and the summary

@@ -1,0 +1,40 @@
+#include "rl/kl_controller.h"
+
+#include <algorithm>
+#include <array>
+
+#include "core/error.h"
+#include "rl/named_choice.h"
+
+namespace rf::rl {
+namespace {
+
+constexpr std::array<NamedValue<KlControlType>, 2> kKlControlTypes{{
+    {"fixed", KlControlType::fixed},
+    {"adaptive", KlControlType::adaptive},
+}};
+
+}  // namespace
+
+KlControlType parse_kl_control_type(std::string_view name) {
+  return find_named(kKlControlTypes, name, "kl_ctrl.type").value;
+}
+
+void KlControlConfig::validate() const {
+  if (type == KlControlType::adaptive) {
+    if (horizon <= 0) throw ConfigError("kl_ctrl.horizon", fmt::format("must be positive, got {}", horizon));
+    if (!(target_kl > 0)) throw ConfigError("kl_ctrl.target_kl", fmt::format("must be positive, got {}", target_kl));
+  }
+}
+
+KlController::KlController(const KlControlConfig& config) : config_(config), value_(config.kl_coef) {
+  config_.validate();
+}
+
+void KlController::update(double current_kl, int64_t n_steps) {
+  if (config_.type == KlControlType::fixed) return;
+  const double proportional_error = std::clamp(current_kl / config_.target_kl - 1.0, -0.2, 0.2);
+  value_ *= 1.0 + proportional_error * double(n_steps) / double(config_.horizon);
+}
+
+}  // namespace rf::rl

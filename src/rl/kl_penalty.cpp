@@ -1,0 +1,75 @@
+#include "rl/kl_penalty.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "rl/matrix.h"
+#include "rl/named_choice.h"
+
+namespace rf::rl {
+namespace {
+
+constexpr std::array<NamedValue<KlPenalty>, 7> kKlPenaltyNames{{
+    {"kl", KlPenalty::k1},
+    {"k1", KlPenalty::k1},
+    {"abs", KlPenalty::abs},
+    {"mse", KlPenalty::k2},
+    {"k2", KlPenalty::k2},
+    {"low_var_kl", KlPenalty::k3},
+    {"k3", KlPenalty::k3},
+}};
+
+double kl_estimate(double logprob, double ref_logprob, KlPenalty penalty) {
+  const double d = logprob - ref_logprob;
+  switch (penalty) {
+    case KlPenalty::k1:
+      return d;
+    case KlPenalty::abs:
+      return std::abs(d);
+    case KlPenalty::k2:
+      return 0.5 * d * d;
+    case KlPenalty::k3: {
+      // Both clamps are verl's, for numerical stability: e^k overflows f32 past k = 88.
+      const double k = std::clamp(ref_logprob - logprob, -20.0, 20.0);
+      return std::clamp(std::exp(k) - k - 1.0, -10.0, 10.0);
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+KlPenalty parse_kl_penalty(std::string_view name) {
+  if (!name.empty() && name.back() == '+')
+    throw ConfigError("kl_penalty", fmt::format("'{}': the straight-through '+' estimators are not supported "
+                                                "(verl b178a3c raises NotImplementedError for them too)",
+                                                name));
+  return find_named(kKlPenaltyNames, name, "kl_penalty").value;
+}
+
+std::string_view kl_penalty_name(KlPenalty penalty) { return name_of(kKlPenaltyNames, penalty); }
+
+void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT) {
+  const Matrix logprob = read_matrix(logprob_BT, "logprob_BT");
+  const Matrix ref_logprob = read_matrix(ref_logprob_BT, "ref_logprob_BT");
+  check_same_shape(logprob, "logprob_BT", ref_logprob, "ref_logprob_BT");
+  Matrix kl(logprob.rows, logprob.cols, logprob.dtype);
+  for (size_t i = 0; i < kl.values.size(); ++i)
+    kl.values[i] = kl_estimate(logprob.values[i], ref_logprob.values[i], penalty);
+  write_matrix(kl, kl_BT, "kl_BT");
+}
+
+void compute_rewards(TensorView token_level_scores_BT, TensorView old_log_prob_BT, TensorView ref_log_prob_BT,
+                     double kl_ratio, TensorView rewards_BT) {
+  Matrix rewards = read_matrix(token_level_scores_BT, "token_level_scores_BT");
+  const Matrix old_log_prob = read_matrix(old_log_prob_BT, "old_log_prob_BT");
+  const Matrix ref_log_prob = read_matrix(ref_log_prob_BT, "ref_log_prob_BT");
+  check_same_shape(rewards, "token_level_scores_BT", old_log_prob, "old_log_prob_BT");
+  check_same_shape(rewards, "token_level_scores_BT", ref_log_prob, "ref_log_prob_BT");
+  for (size_t i = 0; i < rewards.values.size(); ++i)
+    rewards.values[i] -= (old_log_prob.values[i] - ref_log_prob.values[i]) * kl_ratio;
+  write_matrix(rewards, rewards_BT, "rewards_BT");
+}
+
+}  // namespace rf::rl

@@ -1,0 +1,33 @@
+// KL estimators between the policy's and the reference policy's log-probs of the sampled tokens
+// (verl core_algos.kl_penalty; J. Schulman, "Approximating KL divergence", 2020), and the KL-in-reward
+// shaping of token-level scores (compute_rewards). With d = logprob - ref_logprob:
+//   kl | k1          d
+//   abs              |d|
+//   mse | k2         d²/2
+//   low_var_kl | k3  k = clamp(-d, -20, 20); clamp(e^k - k - 1, -10, 10)
+// No mask is applied. Not here: the straight-through '+' variants (k3+, ...): at the verl commit we
+// match (b178a3c) kl_penalty raises NotImplementedError for them, so parse_kl_penalty rejects them too;
+// and "full" (needs whole-vocabulary log-probs; verl raises as well).
+//
+// Dimension legend: B batch (responses), T response tokens.
+#pragma once
+
+#include <string_view>
+
+#include "core/tensor_view.h"
+
+namespace rf::rl {
+
+enum class KlPenalty : uint8_t { k1, abs, k2, k3 };
+
+// verl's names (algorithm.kl_penalty, actor.kl_loss_type); aliases map to the same estimator.
+KlPenalty parse_kl_penalty(std::string_view name);
+std::string_view kl_penalty_name(KlPenalty penalty);
+
+void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT);
+
+// rewards = scores - (old_log_prob - ref_log_prob)·kl_ratio, elementwise (verl's compute_rewards).
+void compute_rewards(TensorView token_level_scores_BT, TensorView old_log_prob_BT, TensorView ref_log_prob_BT,
+                     double kl_ratio, TensorView rewards_BT);
+
+}  // namespace rf::rl
