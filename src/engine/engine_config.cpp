@@ -17,6 +17,8 @@ void EngineConfig::validate() const {
   if (make_vocab_size_divisible_by < 1)
     throw ConfigError("make_vocab_size_divisible_by",
                       fmt::format("must be >= 1, got {}", make_vocab_size_divisible_by));
+  if (sequence_parallel && tensor_model_parallel_size == 1)
+    throw ConfigError("sequence_parallel", "true needs tensor_model_parallel_size > 1 (it splits the sequence over TP)");
   single("pipeline_model_parallel_size", pipeline_model_parallel_size);
   single("context_parallel_size", context_parallel_size);
   single("expert_model_parallel_size", expert_model_parallel_size);

@@ -4,6 +4,7 @@
 
 #include "core/element_access.h"
 #include "core/log.h"
+#include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 #include "model/param_init.h"
 
@@ -27,6 +28,12 @@ model::TensorParallelShard tp_shard_of(const EngineConfig& config, const dist::P
   return {.rank = parallel.tp().rank(), .size = parallel.tp().size(), .vocab_multiple = config.make_vocab_size_divisible_by};
 }
 
+// Tokens a micro-batch of up to max_tokens runs as: with sequence parallel, padded to divide over TP.
+int64_t padded_capacity(int64_t max_tokens, const dist::ParallelContext& parallel) {
+  const int64_t tp = parallel.sequence_parallel() ? parallel.tp().size() : 1;
+  return (max_tokens + tp - 1) / tp * tp;
+}
+
 }  // namespace
 
 TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
@@ -44,14 +51,17 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
              {&tracker, MemoryTier::device, MemoryCategory::grads}),
       optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, kernels, parallel, &tracker),
       scheduler_(optim_config),
-      dlogp_N_({max_tokens_per_micro_batch}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace}),
-      dentropy_N_({max_tokens_per_micro_batch}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace}) {
+      dlogp_N_({padded_capacity(max_tokens_per_micro_batch, parallel)}, DType::f32,
+               {&tracker, MemoryTier::device, MemoryCategory::workspace}),
+      dentropy_N_({padded_capacity(max_tokens_per_micro_batch, parallel)}, DType::f32,
+                  {&tracker, MemoryTier::device, MemoryCategory::workspace}) {
   config_.validate();
-  if (config_.sequence_parallel && parallel.tp().size() == 1)
-    core::log_warning("megatron.sequence_parallel has no effect at tensor_model_parallel_size 1");
+  if (config_.sequence_parallel != parallel.sequence_parallel())
+    throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
+                                                       config_.sequence_parallel, parallel.sequence_parallel()));
   model_ = std::make_unique<model::CausalLm>(model_config_, compute_copy_ ? *compute_copy_ : master_, &grads_, kernels,
                                              parallel, &tracker);
-  model_->reserve(max_tokens_per_micro_batch);
+  model_->reserve(padded_capacity(max_tokens_per_micro_batch, parallel));
 }
 
 void TrainEngine::sync_compute_weights() {
@@ -91,12 +101,24 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     inputs.positions_N = mb.get("position_ids");
     inputs.targets_N = mb.get("labels");
     inputs.cu_seqlens = mb.cu_seqlens();
-    const model::ModelOutputs out = model_->forward(inputs, entropy);
-    TensorView dlogp_N = dlogp_N_.view().slice(0, 0, N);
-    TensorView dentropy_N = entropy == model::EntropyOutput::compute ? dentropy_N_.view().slice(0, 0, N) : TensorView();
+    // Sequence parallel needs N to divide over TP: a padding document, whose outputs the loss never sees.
+    std::optional<model::PackedSequences> padded;
+    if (parallel_.sequence_parallel() && N % parallel_.tp().size() != 0) {
+      padded = pad_to_multiple(inputs, parallel_.tp().size());
+      inputs = padded->inputs(inputs.temperature);
+    }
+    const int64_t N_run = inputs.seq_len;
+    const model::ModelOutputs run_out = model_->forward(inputs, entropy);
+    const model::ModelOutputs out{run_out.logp_N.slice(0, 0, N),
+                                  run_out.entropy_N.empty() ? TensorView() : run_out.entropy_N.slice(0, 0, N),
+                                  run_out.logits_NV.slice(0, 0, N), run_out.vocab_start};
+    TensorView dlogp_N = dlogp_N_.view().slice(0, 0, N_run);
+    TensorView dentropy_N =
+        entropy == model::EntropyOutput::compute ? dentropy_N_.view().slice(0, 0, N_run) : TensorView();
     fill_zero(dlogp_N);
     if (!dentropy_N.empty()) fill_zero(dentropy_N);
-    const LossOutput loss = loss_fn(mb, out, context, dlogp_N, dentropy_N);
+    const LossOutput loss = loss_fn(mb, out, context, dlogp_N.slice(0, 0, N),
+                                    dentropy_N.empty() ? TensorView() : dentropy_N.slice(0, 0, N));
     result.loss += loss.loss;
     for (const auto& [name, value] : loss.metrics) result.metrics[name] += value;
     result.num_tokens += N;

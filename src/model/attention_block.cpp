@@ -1,15 +1,15 @@
 #include "model/attention_block.h"
 
-#include "dist/tp_comm.h"
 #include "model/param_layout.h"
 #include "model/param_store.h"
+#include "model/tp_region.h"
 
 namespace rf::model {
 namespace {
 
 using kernels::Accumulate;
 
-TensorView rows(const Tensor& t, int64_t n) { return t.view().slice(0, 0, n); }
+TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
 
 TensorView optional_param(const auto& store, int64_t layer, const char* suffix, bool present) {
   return present ? store.get(layer_param_name(layer, suffix)) : TensorView();
@@ -80,11 +80,12 @@ kernels::AttentionParams AttentionBlock::attention_params(const BatchShape& shap
 void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
                              TensorView x_NC, TensorView h_NC, AttentionSaved& s) const {
   const auto& k = ctx.kernels;
-  const int64_t N = shape.num_tokens(), B = shape.batch, T = shape.seq_len;
-  TensorView xn_NC = rows(s.xn_NC, N);
-  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
-  k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xn_NC, norm_saved);
-  dist::TpCopy::forward(ctx.parallel.tp(), xn_NC);
+  const int64_t N = shape.num_tokens(), n = shape.local_tokens, B = shape.batch, T = shape.seq_len;
+  // x and h are this rank's n rows of the residual stream; from the QKV projections on, all N tokens.
+  TensorView xn_local = ctx.parallel.sequence_parallel() ? ctx.sp_local(n) : rows(s.xn_NC, N);
+  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
+  k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xn_local, norm_saved);
+  const TensorView xn_NC = enter_column_parallel(ctx, xn_local, rows(s.xn_NC, N));
 
   TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
   TensorView q_proj = qk_norm_ ? rows(s.q_raw_NHD, N) : q_NHD;
@@ -104,29 +105,22 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
   k.attention_forward(attention_params(shape), q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
                       v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
 
-  // h = x + a Wo^T, with the residual added in the GEMM's epilogue. Under TP each rank holds a
-  // partial product; only TP rank 0 adds x, so the TpReduce sum is x + the full product.
-  const TensorView attn_2d = attn_NHD.reshape({N, H_ * D_});
-  if (ctx.parallel.tp().rank() == 0) {
-    k.linear_residual_forward(attn_2d, w.wo_CHD, x_NC, h_NC);
-  } else {
-    k.linear_forward(attn_2d, w.wo_CHD, TensorView(), h_NC);
-  }
-  dist::TpReduce::forward(ctx.parallel.tp(), h_NC);
+  // h = x + a Wo^T, with the residual added in the GEMM's epilogue (tp_region.h).
+  row_parallel_linear_residual(ctx, attn_NHD.reshape({N, H_ * D_}), w.wo_CHD, x_NC, h_NC, ctx.sp_full(N));
 }
 
 void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
                               const AttentionParams& g, TensorView x_NC, const AttentionSaved& s,
                               AttentionScratch& scratch, TensorView dresid_NC) const {
   const auto& k = ctx.kernels;
-  const int64_t N = shape.num_tokens(), B = shape.batch, T = shape.seq_len;
-  dist::TpReduce::backward(ctx.parallel.tp(), dresid_NC);
+  const int64_t N = shape.num_tokens(), n = shape.local_tokens, B = shape.batch, T = shape.seq_len;
+  const TensorView dh_NC = row_parallel_output_grad(ctx, dresid_NC, ctx.sp_full(N));
 
   // o_proj: dattn = dh Wo, dWo += dh^T attn.
   TensorView attn_NHD = rows(s.attn_NHD, N);
   TensorView dattn_NHD = rows(scratch.dattn_NHD, N);
-  k.linear_dgrad(dresid_NC, w.wo_CHD, dattn_NHD.reshape({N, H_ * D_}), Accumulate::overwrite);
-  k.linear_wgrad(dresid_NC, attn_NHD.reshape({N, H_ * D_}), g.wo_CHD, TensorView(), ctx.linear_weight_grads);
+  k.linear_dgrad(dh_NC, w.wo_CHD, dattn_NHD.reshape({N, H_ * D_}), Accumulate::overwrite);
+  k.linear_wgrad(dh_NC, attn_NHD.reshape({N, H_ * D_}), g.wo_CHD, TensorView(), ctx.linear_weight_grads);
 
   TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
   TensorView dq_NHD = rows(scratch.dq_NHD, N), dk_NKD = rows(scratch.dk_NKD, N), dv_NKD = rows(scratch.dv_NKD, N);
@@ -158,10 +152,10 @@ void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, 
   k.linear_wgrad(dq_2d, xn_NC, g.wq_HDC, g.bq_HD, ctx.linear_weight_grads);
   k.linear_wgrad(dk_2d, xn_NC, g.wk_KDC, g.bk_KD, ctx.linear_weight_grads);
   k.linear_wgrad(dv_2d, xn_NC, g.wv_KDC, g.bv_KD, ctx.linear_weight_grads);
-  dist::TpCopy::backward(ctx.parallel.tp(), dxn_NC);
+  const TensorView dxn_local = leave_column_parallel_backward(ctx, dxn_NC, ctx.sp_local(n));
 
-  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
-  k.rmsnorm_backward({eps_}, dxn_NC, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C, Accumulate::add);
+  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
+  k.rmsnorm_backward({eps_}, dxn_local, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C, Accumulate::add);
 }
 
 }  // namespace rf::model

@@ -5,7 +5,9 @@
 // RoPE runs inside the attention kernel as it loads q and k (kernels/attention.h), so the saved q and
 // k are the un-rotated ones and the attention backward returns their gradients directly.
 // Tensor parallel: q/k/v are column-parallel (heads split over TP: H, K here are H/tp, K/tp), o_proj
-// is row-parallel; TpCopy sits before q/k/v, TpReduce after o_proj (identities at TP size 1).
+// is row-parallel; the region's entry and exit (TpCopy / TpReduce, or with sequence parallel the
+// gather / reduce-scatter of the sequence) are tp_region.h's. x and h are this rank's rows of the
+// residual stream (all N tokens, or N / tp with SP); everything between covers all N tokens.
 // Legend: N tokens, C hidden, H query heads, K kv heads, D head dim.
 #pragma once
 

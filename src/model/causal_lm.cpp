@@ -6,7 +6,7 @@
 namespace rf::model {
 namespace {
 
-TensorView rows(const Tensor& t, int64_t n) { return t.view().slice(0, 0, n); }
+TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
 
 void check_ids(TensorView ids_N, int64_t limit, int64_t allowed_negative, const char* what) {
   RF_CHECK(ids_N.dtype() == DType::i32 || ids_N.dtype() == DType::i64, "{}: expected i32 or i64 ids, got {}", what,
@@ -55,6 +55,21 @@ CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuff
   }
 }
 
+LayerContext CausalLm::context() const {
+  LayerContext ctx{kernels_, parallel_, kernels::Accumulate::add};
+  if (parallel_.sequence_parallel()) {
+    ctx.sp_full_NC = sp_full_NC_;
+    ctx.sp_local_NC = sp_local_NC_;
+  }
+  return ctx;
+}
+
+BatchShape CausalLm::batch_shape(const ModelInputs& in) const {
+  const int64_t N = in.batch * in.seq_len;
+  const int64_t n = parallel_.sequence_parallel() ? N / parallel_.tp().size() : N;
+  return BatchShape{in.batch, in.seq_len, n, in.positions_N, in.cu_seqlens};
+}
+
 void CausalLm::reserve(int64_t N) {
   RF_CHECK(N > 0, "reserve: max_tokens must be positive, got {}", N);
   const DType dtype = params_.dtype();
@@ -77,6 +92,10 @@ void CausalLm::reserve(int64_t N) {
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
     dresid_NC_ = Tensor({N, C}, dtype, workspace_account_);
   }
+  if (parallel_.sequence_parallel()) {
+    sp_full_NC_ = Tensor({N, C}, dtype, workspace_account_);
+    sp_local_NC_ = Tensor({N, C}, dtype, workspace_account_);
+  }
   capacity_ = N;
 }
 
@@ -92,6 +111,9 @@ void CausalLm::validate(const ModelInputs& in) const {
   RF_CHECK(in.targets_N.rank() == 1 && in.targets_N.numel() == N, "targets_N: expected {} targets, got {}", N,
            in.targets_N.shape().to_string());
   RF_CHECK(in.temperature > 0, "temperature must be positive, got {}", in.temperature);
+  RF_CHECK(!parallel_.sequence_parallel() || N % parallel_.tp().size() == 0,
+           "inputs: sequence parallel splits the {} tokens over {} TP ranks; pad the micro-batch to a multiple", N,
+           parallel_.tp().size());
   check_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
   check_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
   check_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
@@ -102,18 +124,25 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
   inputs_ = in;
   const int64_t N = in.batch * in.seq_len;
   const LayerContext ctx = context();
-  const BatchShape shape{in.batch, in.seq_len, in.positions_N, in.cu_seqlens};
+  const BatchShape shape = batch_shape(in);
+  const int64_t n = shape.local_tokens;
 
-  // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest.
-  kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(residual_[0], N));
-  dist::TpReduce::forward(parallel_.tp(), rows(residual_[0], N));
+  // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest
+  // (reduce-scattered into this rank's rows with SP).
+  if (parallel_.sequence_parallel()) {
+    kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(sp_full_NC_, N));
+    dist::SpScatter::forward(parallel_.tp(), rows(sp_full_NC_, N), rows(residual_[0], n));
+  } else {
+    kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(residual_[0], N));
+    dist::TpReduce::forward(parallel_.tp(), rows(residual_[0], N));
+  }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
-    attention_.forward(ctx, shape, layer_weights_[i].attention, rows(residual_[i], N), rows(mid_[i], N),
+    attention_.forward(ctx, shape, layer_weights_[i].attention, rows(residual_[i], n), rows(mid_[i], n),
                        attention_saved_[i]);
-    mlp_.forward(ctx, N, layer_weights_[i].mlp, rows(mid_[i], N), rows(residual_[i + 1], N), mlp_saved_[i]);
+    mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(mid_[i], n), rows(residual_[i + 1], n), mlp_saved_[i]);
   }
   const bool with_entropy = entropy == EntropyOutput::compute;
-  head_.forward(ctx, N, head_weights_, rows(residual_.back(), N), in.targets_N, in.temperature, with_entropy,
+  head_.forward(ctx, shape, head_weights_, rows(residual_.back(), n), in.targets_N, in.temperature, with_entropy,
                 head_saved_);
   forward_done_ = true;
   return ModelOutputs{rows(head_saved_.logp_N, N), with_entropy ? rows(head_saved_.entropy_N, N) : TensorView(),
@@ -134,19 +163,25 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accu
   }
   LayerContext ctx = context();
   ctx.linear_weight_grads = linear_weight_grads;
-  const BatchShape shape{in.batch, in.seq_len, in.positions_N, in.cu_seqlens};
-  TensorView dresid_NC = rows(dresid_NC_, N);
+  const BatchShape shape = batch_shape(in);
+  const int64_t n = shape.local_tokens;
+  TensorView dresid_NC = rows(dresid_NC_, n);  // this rank's rows of the residual stream's gradient
 
-  head_.backward(ctx, N, head_weights_, head_grads_, rows(residual_.back(), N), in.targets_N, in.temperature,
+  head_.backward(ctx, shape, head_weights_, head_grads_, rows(residual_.back(), n), in.targets_N, in.temperature,
                  head_saved_, head_scratch_, dlogp_N, dentropy_N, dresid_NC);
   for (size_t i = layer_weights_.size(); i-- > 0;) {
-    mlp_.backward(ctx, N, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(mid_[i], N), mlp_saved_[i], mlp_scratch_,
-                  dresid_NC);
-    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(residual_[i], N),
+    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(mid_[i], n), mlp_saved_[i],
+                  mlp_scratch_, dresid_NC);
+    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(residual_[i], n),
                         attention_saved_[i], attention_scratch_, dresid_NC);
   }
-  dist::TpReduce::backward(parallel_.tp(), dresid_NC);
-  kernels_.embedding_backward({vocab_start_}, in.tokens_N, dresid_NC, embed_grad_VC_);
+  if (parallel_.sequence_parallel()) {
+    dist::SpScatter::backward(parallel_.tp(), dresid_NC, rows(sp_full_NC_, N));
+    kernels_.embedding_backward({vocab_start_}, in.tokens_N, rows(sp_full_NC_, N), embed_grad_VC_);
+  } else {
+    dist::TpReduce::backward(parallel_.tp(), dresid_NC);
+    kernels_.embedding_backward({vocab_start_}, in.tokens_N, dresid_NC, embed_grad_VC_);
+  }
 }
 
 TensorView CausalLm::vocab_logits(int64_t n) {
@@ -166,11 +201,21 @@ void CausalLm::finish_grads() {
   dist::ProcessGroup& tp = parallel_.tp();
   if (tp.size() == 1) return;
   // q_norm / k_norm scale every head; each rank saw only its own heads (Megatron sums qk_layernorm
-  // weights over TP). The other norms see the whole (TP-replicated) activations: identical already.
+  // weights over TP). With sequence parallel the other norms saw only this rank's tokens: summed too;
+  // without, they saw all tokens and are identical on every rank already.
+  auto sum = [&](TensorView grad) {
+    if (!grad.empty()) tp.all_reduce(grad, dist::ReduceOp::sum);
+  };
+  const bool sp = parallel_.sequence_parallel();
   for (const LayerParams& g : layer_grads_) {
-    if (!g.attention.q_norm_w_D.empty()) tp.all_reduce(g.attention.q_norm_w_D, dist::ReduceOp::sum);
-    if (!g.attention.k_norm_w_D.empty()) tp.all_reduce(g.attention.k_norm_w_D, dist::ReduceOp::sum);
+    sum(g.attention.q_norm_w_D);
+    sum(g.attention.k_norm_w_D);
+    if (sp) {
+      sum(g.attention.norm_w_C);
+      sum(g.mlp.norm_w_C);
+    }
   }
+  if (sp) sum(head_grads_.norm_w_C);
 }
 
 }  // namespace rf::model

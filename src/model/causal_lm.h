@@ -5,6 +5,10 @@
 //
 // forward:  x0 = embed(tokens); x_{l+1} = mlp(attn(x_l)) with residuals; logp, entropy = head(x_L)
 // backward: the same in reverse; the caller's loss supplies dL/dlogp (and dL/dentropy).
+// Tensor parallel (weights sharded by the ParamLayout; tp_region.h for the layer boundaries), with or
+// without sequence parallel: with SP the residual stream x_l holds this rank's N / tp consecutive
+// tokens (N must divide), everything else all N; inputs and outputs (logp, entropy) are all N tokens
+// on every rank.
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
@@ -52,7 +56,8 @@ class CausalLm {
 
  private:
   void validate(const ModelInputs& inputs) const;
-  LayerContext context() const { return LayerContext{kernels_, parallel_, kernels::Accumulate::add}; }
+  LayerContext context() const;
+  BatchShape batch_shape(const ModelInputs& inputs) const;
 
   ModelConfig config_;
   const ParamStore& params_;
@@ -86,6 +91,7 @@ class CausalLm {
   LmHeadScratch head_scratch_;
   Tensor dresid_NC_;
   Tensor gathered_logits_V_;  // TP > 1: one row of every rank's logits, rank-major
+  Tensor sp_full_NC_, sp_local_NC_;  // sequence parallel workspace (LayerContext)
 
   ModelInputs inputs_;  // of the last forward, for backward
   bool forward_done_ = false;

@@ -18,11 +18,18 @@ struct LayerContext {
   // per backward, so overwriting is exact and skips reading the zeros). Norm and embedding
   // gradients always +=: a tied embedding's head wgrad runs before its embedding backward.
   kernels::Accumulate linear_weight_grads = kernels::Accumulate::add;
+  // Sequence parallel only (tp_region.h): [capacity, C] workspace shared by all layers, for the
+  // gathered or partial full rows and for this rank's local rows.
+  TensorView sp_full_NC, sp_local_NC;
+  // Their first n rows (empty views without sequence parallel).
+  TensorView sp_full(int64_t n) const { return sp_full_NC.empty() ? TensorView() : sp_full_NC.slice(0, 0, n); }
+  TensorView sp_local(int64_t n) const { return sp_local_NC.empty() ? TensorView() : sp_local_NC.slice(0, 0, n); }
 };
 
 struct BatchShape {
   int64_t batch = 1;    // B
   int64_t seq_len = 0;  // T
+  int64_t local_tokens = 0;  // n: this rank's rows of the residual stream (N, or N / tp with SP)
   int64_t num_tokens() const { return batch * seq_len; }
   TensorView positions_N;
   std::span<const int32_t> cu_seqlens;

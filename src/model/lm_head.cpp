@@ -1,13 +1,13 @@
 #include "model/lm_head.h"
 
-#include "dist/tp_comm.h"
 #include "kernels/logprob_shards.h"
 #include "model/param_store.h"
+#include "model/tp_region.h"
 
 namespace rf::model {
 namespace {
 
-TensorView rows(const Tensor& t, int64_t n) { return t.view().slice(0, 0, n); }
+TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
 
 }  // namespace
 
@@ -39,14 +39,16 @@ void LmHead::reserve(LmHeadSaved& s, LmHeadScratch& scratch, int64_t N, int64_t 
   scratch.dxf_NC = Tensor({N, C_}, dtype, workspace);
 }
 
-void LmHead::forward(const LayerContext& ctx, int64_t N, const LmHeadParams& w, TensorView x_NC, TensorView targets_N,
-                     double temperature, bool with_entropy, LmHeadSaved& s) const {
+void LmHead::forward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, TensorView x_NC,
+                     TensorView targets_N, double temperature, bool with_entropy, LmHeadSaved& s) const {
   const auto& k = ctx.kernels;
-  TensorView xf_NC = rows(s.xf_NC, N), logits_NV = rows(s.logits_NV, N);
-  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
-  k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xf_NC, norm_saved);
+  const int64_t N = shape.num_tokens(), n = shape.local_tokens;
+  TensorView logits_NV = rows(s.logits_NV, N);
+  TensorView xf_local = ctx.parallel.sequence_parallel() ? ctx.sp_local(n) : rows(s.xf_NC, N);
+  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
+  k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xf_local, norm_saved);
   dist::ProcessGroup& tp = ctx.parallel.tp();
-  dist::TpCopy::forward(tp, xf_NC);
+  const TensorView xf_NC = enter_column_parallel(ctx, xf_local, rows(s.xf_NC, N));
   k.linear_forward(xf_NC, w.w_VC, TensorView(), logits_NV);
   const TensorView logp_N = rows(s.logp_N, N), entropy_N = with_entropy ? rows(s.entropy_N, N) : TensorView();
   if (tp.size() == 1) {
@@ -63,19 +65,20 @@ void LmHead::forward(const LayerContext& ctx, int64_t N, const LmHeadParams& w, 
                                   entropy_N, rows(s.lse_N, N));
 }
 
-void LmHead::backward(const LayerContext& ctx, int64_t N, const LmHeadParams& w, const LmHeadParams& g,
+void LmHead::backward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, const LmHeadParams& g,
                       TensorView x_NC, TensorView targets_N, double temperature, const LmHeadSaved& s,
                       LmHeadScratch& scratch, TensorView dlogp_N, TensorView dentropy_N, TensorView dresid_NC) const {
   const auto& k = ctx.kernels;
+  const int64_t N = shape.num_tokens(), n = shape.local_tokens;
   TensorView logits_NV = rows(s.logits_NV, N), dlogits_NV = rows(scratch.dlogits_NV, N);
   k.logprob_backward(logprob_params(temperature), logits_NV, targets_N, rows(s.lse_N, N),
                      dentropy_N.empty() ? TensorView() : rows(s.entropy_N, N), dlogp_N, dentropy_N, dlogits_NV);
   TensorView xf_NC = rows(s.xf_NC, N), dxf_NC = rows(scratch.dxf_NC, N);
   k.linear_dgrad(dlogits_NV, w.w_VC, dxf_NC, kernels::Accumulate::overwrite);
   k.linear_wgrad(dlogits_NV, xf_NC, g.w_VC, TensorView(), ctx.linear_weight_grads);
-  dist::TpCopy::backward(ctx.parallel.tp(), dxf_NC);
-  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
-  k.rmsnorm_backward({eps_}, dxf_NC, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C,
+  const TensorView dxf_local = leave_column_parallel_backward(ctx, dxf_NC, ctx.sp_local(n));
+  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
+  k.rmsnorm_backward({eps_}, dxf_local, x_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C,
                      kernels::Accumulate::overwrite);
 }
 

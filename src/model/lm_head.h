@@ -2,7 +2,7 @@
 // and the fused softmax cross-entropy that yields per-token log-probs and entropy.
 //   xf = rmsnorm(x);  logits = xf W^T;  logp, entropy = logprob(logits / temperature, targets)
 // Tensor parallel: W is column-parallel over the (padded) vocabulary, so each rank computes its
-// columns of the logits; TpCopy sits before the projection. The log-prob is vocab-parallel
+// columns of the logits; the region's entry (TpCopy, or the sequence gather with SP) is tp_region.h's. The log-prob is vocab-parallel
 // (kernels/logprob.h): each rank's shard statistics are all-gathered over TP and combined, so every
 // rank holds the whole-vocabulary logp, entropy and lse; the backward needs no collective beyond
 // TpCopy's all-reduce of dxf.
@@ -39,11 +39,13 @@ class LmHead {
   void reserve(LmHeadSaved& saved, LmHeadScratch& scratch, int64_t max_tokens, int64_t tp_size, DType dtype,
                TensorAccount activations, TensorAccount workspace) const;
 
-  // Fills saved.logp_N (and saved.entropy_N when asked) from the last hidden states x_NC.
-  void forward(const LayerContext& ctx, int64_t num_tokens, const LmHeadParams& w, TensorView x_NC,
+  // Fills saved.logp_N (and saved.entropy_N when asked) of all N tokens from the last hidden states
+  // x_NC (this rank's rows of the residual stream).
+  void forward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, TensorView x_NC,
                TensorView targets_N, double temperature, bool with_entropy, LmHeadSaved& saved) const;
-  // dresid_NC = dL/dx (overwritten); dentropy_N may be empty. Parameter gradients += into g.
-  void backward(const LayerContext& ctx, int64_t num_tokens, const LmHeadParams& w, const LmHeadParams& g,
+  // dresid_NC = dL/dx (overwritten, this rank's rows); dentropy_N may be empty. Parameter gradients
+  // += into g.
+  void backward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, const LmHeadParams& g,
                 TensorView x_NC, TensorView targets_N, double temperature, const LmHeadSaved& saved,
                 LmHeadScratch& scratch, TensorView dlogp_N, TensorView dentropy_N, TensorView dresid_NC) const;
 

@@ -1,15 +1,15 @@
 #include "model/mlp_block.h"
 
-#include "dist/tp_comm.h"
 #include "model/param_layout.h"
 #include "model/param_store.h"
+#include "model/tp_region.h"
 
 namespace rf::model {
 namespace {
 
 using kernels::Accumulate;
 
-TensorView rows(const Tensor& t, int64_t n) { return t.view().slice(0, 0, n); }
+TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
 
 }  // namespace
 
@@ -40,34 +40,31 @@ void MlpBlock::reserve(MlpScratch& s, int64_t N, DType dtype, TensorAccount a) c
   s.dact_NF = Tensor({N, F_}, dtype, a);
 }
 
-void MlpBlock::forward(const LayerContext& ctx, int64_t N, const MlpParams& w, TensorView h_NC, TensorView y_NC,
-                       MlpSaved& s) const {
+void MlpBlock::forward(const LayerContext& ctx, const BatchShape& shape, const MlpParams& w, TensorView h_NC,
+                       TensorView y_NC, MlpSaved& s) const {
   const auto& k = ctx.kernels;
-  TensorView xn_NC = rows(s.xn_NC, N);
-  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
-  k.rmsnorm_forward({eps_}, h_NC, w.norm_w_C, xn_NC, norm_saved);
-  dist::TpCopy::forward(ctx.parallel.tp(), xn_NC);
+  const int64_t N = shape.num_tokens(), n = shape.local_tokens;
+  // h and y are this rank's n rows of the residual stream; gate, up and act cover all N tokens.
+  TensorView xn_local = ctx.parallel.sequence_parallel() ? ctx.sp_local(n) : rows(s.xn_NC, N);
+  kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
+  k.rmsnorm_forward({eps_}, h_NC, w.norm_w_C, xn_local, norm_saved);
+  const TensorView xn_NC = enter_column_parallel(ctx, xn_local, rows(s.xn_NC, N));
   TensorView gate_NF = rows(s.gate_NF, N), up_NF = rows(s.up_NF, N), act_NF = rows(s.act_NF, N);
   k.linear_forward(xn_NC, w.wg_FC, TensorView(), gate_NF);
   k.linear_forward(xn_NC, w.wu_FC, TensorView(), up_NF);
   k.swiglu_forward(gate_NF, up_NF, act_NF);
-  // y = h + a Wd^T: residual added in the GEMM's epilogue; under TP only rank 0 adds it (see
-  // attention_block).
-  if (ctx.parallel.tp().rank() == 0) {
-    k.linear_residual_forward(act_NF, w.wd_CF, h_NC, y_NC);
-  } else {
-    k.linear_forward(act_NF, w.wd_CF, TensorView(), y_NC);
-  }
-  dist::TpReduce::forward(ctx.parallel.tp(), y_NC);
+  // y = h + a Wd^T: residual added in the GEMM's epilogue (tp_region.h).
+  row_parallel_linear_residual(ctx, act_NF, w.wd_CF, h_NC, y_NC, ctx.sp_full(N));
 }
 
-void MlpBlock::backward(const LayerContext& ctx, int64_t N, const MlpParams& w, const MlpParams& g, TensorView h_NC,
-                        const MlpSaved& s, MlpScratch& scratch, TensorView dresid_NC) const {
+void MlpBlock::backward(const LayerContext& ctx, const BatchShape& shape, const MlpParams& w, const MlpParams& g,
+                        TensorView h_NC, const MlpSaved& s, MlpScratch& scratch, TensorView dresid_NC) const {
   const auto& k = ctx.kernels;
-  dist::TpReduce::backward(ctx.parallel.tp(), dresid_NC);
+  const int64_t N = shape.num_tokens(), n = shape.local_tokens;
+  const TensorView dy_NC = row_parallel_output_grad(ctx, dresid_NC, ctx.sp_full(N));
   TensorView dact_NF = rows(scratch.dact_NF, N);
-  k.linear_dgrad(dresid_NC, w.wd_CF, dact_NF, Accumulate::overwrite);
-  k.linear_wgrad(dresid_NC, rows(s.act_NF, N), g.wd_CF, TensorView(), ctx.linear_weight_grads);
+  k.linear_dgrad(dy_NC, w.wd_CF, dact_NF, Accumulate::overwrite);
+  k.linear_wgrad(dy_NC, rows(s.act_NF, N), g.wd_CF, TensorView(), ctx.linear_weight_grads);
 
   TensorView gate_NF = rows(s.gate_NF, N), up_NF = rows(s.up_NF, N);
   TensorView dgate_NF = rows(scratch.dgate_NF, N), dup_NF = rows(scratch.dup_NF, N);
@@ -78,10 +75,10 @@ void MlpBlock::backward(const LayerContext& ctx, int64_t N, const MlpParams& w, 
   k.linear_dgrad(dup_NF, w.wu_FC, dxn_NC, Accumulate::add);
   k.linear_wgrad(dgate_NF, xn_NC, g.wg_FC, TensorView(), ctx.linear_weight_grads);
   k.linear_wgrad(dup_NF, xn_NC, g.wu_FC, TensorView(), ctx.linear_weight_grads);
-  dist::TpCopy::backward(ctx.parallel.tp(), dxn_NC);
+  const TensorView dxn_local = leave_column_parallel_backward(ctx, dxn_NC, ctx.sp_local(n));
 
-  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
-  k.rmsnorm_backward({eps_}, dxn_NC, h_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C, Accumulate::add);
+  const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
+  k.rmsnorm_backward({eps_}, dxn_local, h_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C, Accumulate::add);
 }
 
 }  // namespace rf::model

@@ -1,6 +1,7 @@
 // The MLP half of a decoder layer, with its pre-norm and residual:
 //   xn = rmsnorm(h);  a = silu(xn Wg^T) * (xn Wu^T);  y = h + a Wd^T
-// Tensor parallel: gate/up column-parallel (F is F/tp here), down row-parallel.
+// Tensor parallel: gate/up column-parallel (F is F/tp here), down row-parallel; the region's entry
+// and exit, with or without sequence parallel, are tp_region.h's.
 // Legend: N tokens, C hidden, F FFN width.
 #pragma once
 
@@ -32,12 +33,12 @@ class MlpBlock {
   void reserve(MlpSaved& saved, int64_t max_tokens, DType dtype, TensorAccount account) const;
   void reserve(MlpScratch& scratch, int64_t max_tokens, DType dtype, TensorAccount account) const;
 
-  // y_NC = h_NC + mlp(h_NC).
-  void forward(const LayerContext& ctx, int64_t num_tokens, const MlpParams& w, TensorView h_NC, TensorView y_NC,
+  // y_NC = h_NC + mlp(h_NC), both this rank's rows of the residual stream (tp_region.h).
+  void forward(const LayerContext& ctx, const BatchShape& shape, const MlpParams& w, TensorView h_NC, TensorView y_NC,
                MlpSaved& saved) const;
   // dresid_NC: dL/dy on entry, dL/dh on return; parameter gradients += into g.
-  void backward(const LayerContext& ctx, int64_t num_tokens, const MlpParams& w, const MlpParams& g, TensorView h_NC,
-                const MlpSaved& saved, MlpScratch& scratch, TensorView dresid_NC) const;
+  void backward(const LayerContext& ctx, const BatchShape& shape, const MlpParams& w, const MlpParams& g,
+                TensorView h_NC, const MlpSaved& saved, MlpScratch& scratch, TensorView dresid_NC) const;
 
  private:
   double eps_;

@@ -169,6 +169,14 @@ TEST(TrainEngine, MissingColumnsAndBadConfigsAreNamed) {
   EngineConfig pp2 = f32_engine();
   pp2.pipeline_model_parallel_size = 2;
   EXPECT_THROW(pp2.validate(), ConfigError);
+  EngineConfig sp_alone = f32_engine();
+  sp_alone.sequence_parallel = true;
+  try {
+    sp_alone.validate();
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "sequence_parallel");
+  }
   EngineConfig bad_dtype = f32_engine();
   bad_dtype.dtype = "int8";
   EXPECT_THROW(bad_dtype.validate(), ConfigError);
