@@ -5,12 +5,15 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "dist/mpi_runtime.h"
+
 namespace rf::apps {
 
 using Command = std::function<int()>;
 
 Command add_info_command(CLI::App& app);
-Command add_sft_command(CLI::App& app);
+// Runs on every rank of `mpi`'s world (the parallel layout comes from its megatron config).
+Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi);
 Command add_config_docs_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_logprobs_command(CLI::App& app);

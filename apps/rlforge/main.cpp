@@ -2,6 +2,7 @@
 // rank becomes one clear message and a non-zero exit of the whole job (never a crash or a hang).
 // `--nproc N` re-launches the command as N MPI ranks (nproc_launcher.h).
 #include <optional>
+#include <set>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ int run_rlforge(const rf::dist::MpiRuntime& mpi, std::vector<std::string> args) 
   app.require_subcommand(1);
   const std::vector<std::pair<std::string, rf::apps::Command>> commands = {
       {"info", rf::apps::add_info_command(app)},
-      {"sft", rf::apps::add_sft_command(app)},
+      {"sft", rf::apps::add_sft_command(app, mpi)},
       {"config-docs", rf::apps::add_config_docs_command(app)},
       {"tokenize", rf::apps::add_tokenize_command(app)},
       {"logprobs", rf::apps::add_logprobs_command(app)},
@@ -42,10 +43,11 @@ int run_rlforge(const rf::dist::MpiRuntime& mpi, std::vector<std::string> args) 
     std::ostream silent(nullptr);
     return mpi.rank() == 0 ? app.exit(e) : app.exit(e, silent, silent);
   }
+  // The commands that run on several ranks; the others refuse before doing any work.
+  const std::set<std::string> multi_rank = {"sft"};
   for (const auto& [name, run] : commands) {
     if (!app.got_subcommand(name)) continue;
-    // The training engine's TP / DP are still to come; until a command supports them it runs alone.
-    if (mpi.size() > 1)
+    if (mpi.size() > 1 && !multi_rank.contains(name))
       throw rf::Error(fmt::format("[{}] rlforge {} runs on one process only for now, but this job has {} ranks: "
                                   "run it without --nproc or mpirun",
                                   rf::core::rank_label(), name, mpi.size()));

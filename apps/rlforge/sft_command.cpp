@@ -22,18 +22,19 @@ void TrainerConfig::validate() const {
   if (num_threads < 0) throw ConfigError("num_threads", fmt::format("must be >= 0, got {}", num_threads));
 }
 
-Command add_sft_command(CLI::App& app) {
+Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi) {
   auto* cmd = app.add_subcommand("sft", "supervised fine-tuning / pretraining on a built-in task or JSONL data");
   auto config_path = std::make_shared<std::string>();
   auto overrides = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--config", *config_path, "YAML config (e.g. examples/sft_arith.yaml)")->required();
   cmd->add_option("overrides", *overrides, "dotted overrides: trainer.total_training_steps=200, +a.b=1");
-  return [config_path, overrides] {
+  return [config_path, overrides, &mpi] {
     config::ConfigTree tree = config::ConfigTree::from_file(*config_path);
     tree.merge_defaults(config::to_yaml(SftConfig{}));
     tree.apply_overrides(*overrides);
     SftConfig sft = config::bind<SftConfig>(tree.root(), "");
-    const SftSummary summary = run_sft(sft, YAML::Dump(config::to_yaml(sft)));
+    const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
+    const SftSummary summary = run_sft(sft, YAML::Dump(config::to_yaml(sft)), *world);
     return summary.steps_run >= 0 ? 0 : 1;
   };
 }

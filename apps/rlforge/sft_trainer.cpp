@@ -8,6 +8,7 @@
 
 #include "apps/rlforge/metrics_log.h"
 #include "apps/rlforge/metrics_plot.h"
+#include "apps/rlforge/sft_parallel.h"
 #include "apps/rlforge/sft_tokenizer.h"
 #include "apps/rlforge/yaml_json.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -152,19 +153,43 @@ Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, co
   return {count ? correct / double(count) : 0.0, count};
 }
 
+// What a multi-rank run cannot do yet: checkpoints hold whole tensors written by one process, and a
+// tensor-parallel engine holds shards (the sharded save and load across layouts is issue #6's next
+// part).
+void check_multi_rank_support(const TrainerConfig& trainer, int world_size) {
+  if (world_size == 1) return;
+  if (trainer.save_freq > 0)
+    throw ConfigError("trainer.save_freq",
+                      fmt::format("{}: checkpoints of a run on {} ranks are not written yet (sharded checkpoints "
+                                  "come next); set trainer.save_freq=0",
+                                  trainer.save_freq, world_size));
+  if (trainer.resume_mode == "auto" && checkpoint::CheckpointReader::latest_step(trainer.default_local_dir))
+    throw ConfigError("trainer.resume_mode",
+                      fmt::format("auto would resume {} on {} ranks, which is not supported yet; set "
+                                  "trainer.resume_mode=disable or use another trainer.default_local_dir",
+                                  trainer.default_local_dir, world_size));
+}
+
 }  // namespace
 
-SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
+SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world) {
   const TrainerConfig& trainer = config.trainer;
   const data::DataConfig& data_config = config.data;
+  // Every rank trains; rank 0 of the world alone writes the run folder, the metrics and the console.
+  const bool lead = world.rank() == 0;
   const ThreadPool pool(trainer.num_threads);
   const kernels::KernelRegistry kernels;
-  core::log_info("{}", pool.describe());
-  core::log_info("{}", kernels.describe());
+  if (lead) {
+    core::log_info("{}", pool.describe());
+    core::log_info("{}", kernels.describe());
+  }
+  check_multi_rank_support(trainer, world.size());
 
-  prepare_run_folder(trainer.default_local_dir);
   const std::filesystem::path run_dir = trainer.default_local_dir;
-  formats::write_file_atomically((run_dir / "config.yaml").string(), resolved_yaml);
+  if (lead) {
+    prepare_run_folder(trainer.default_local_dir);
+    formats::write_file_atomically((run_dir / "config.yaml").string(), resolved_yaml);
+  }
 
   std::optional<model::HfModelFolder> source_folder;
   if (config.model.path) {
@@ -178,8 +203,9 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
       source_folder ? source_folder->config : make_model_config(config.model, tokens);
   check_tokenizer_fits(tokens, config.model, model_config);
   const model::HfModelFolder export_folder = make_export_folder(source_folder, model_config, tokens);
-  core::log_info("model {} ({} parameters)", model_config.describe(),
-                 model::ParamLayout::for_model(model_config).num_parameters());
+  if (lead)
+    core::log_info("model {} ({} parameters)", model_config.describe(),
+                   model::ParamLayout::for_model(model_config).num_parameters());
 
   const int64_t tokens_per_micro_batch = data_config.micro_batch_size_per_gpu * data_config.max_length;
   // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
@@ -189,7 +215,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
 
   optim::OptimConfig optim_config = config.optim;
   optim_config.total_training_steps = trainer.total_training_steps;
-  dist::ParallelContext parallel = dist::ParallelContext::single_process();
+  dist::ParallelContext parallel = make_parallel_context(config.megatron, world);
   MemoryTracker tracker;
   engine::TrainEngine engine(config.megatron, optim_config, model_config, kernels, parallel, tracker, capacity);
 
@@ -212,7 +238,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
 
   const bool console = std::find(trainer.logger.begin(), trainer.logger.end(), "console") != trainer.logger.end();
   const bool jsonl = std::find(trainer.logger.begin(), trainer.logger.end(), "jsonl") != trainer.logger.end();
-  MetricsLog metrics(jsonl ? (run_dir / "metrics.jsonl").string() : std::string(), start_step);
+  MetricsLog metrics(jsonl && lead ? (run_dir / "metrics.jsonl").string() : std::string(), start_step);
   const std::string task_name = source.name();
   const int64_t embedding_params = model_config.vocab_size * model_config.hidden_size;
   const int64_t matmul_params = engine.num_parameters() - (model_config.tie_word_embeddings ? 0 : embedding_params);
@@ -226,9 +252,12 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     Stopwatch step_clock;
     std::vector<engine::TensorMap> micro_batches;
     double flops = 0;
-    for (int64_t m = 0; m < data_config.train_batch_size / data_config.micro_batch_size_per_gpu; ++m) {
-      std::vector<data::Example> examples;
-      for (int64_t i = 0; i < data_config.micro_batch_size_per_gpu; ++i) examples.push_back(source.next_train(cursor));
+    std::vector<data::Example> global_batch;
+    for (int64_t i = 0; i < data_config.train_batch_size; ++i) global_batch.push_back(source.next_train(cursor));
+    const std::vector<data::Example> share = dp_share(std::move(global_batch), parallel.dp());
+    for (size_t first = 0; first < share.size(); first += size_t(data_config.micro_batch_size_per_gpu)) {
+      const size_t last = std::min(share.size(), first + size_t(data_config.micro_batch_size_per_gpu));
+      const std::vector<data::Example> examples(share.begin() + int64_t(first), share.begin() + int64_t(last));
       for (data::SftMicroBatch& mb : builder.build(examples)) {
         flops += train_flops(model_config, matmul_params, mb.cu_seqlens);
         micro_batches.push_back(engine::make_micro_batch(std::move(mb.tokens_N), std::move(mb.positions_N),
@@ -240,15 +269,18 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
     const double grad_norm = engine.optimizer_step();
     engine.lr_step();
     const double seconds = step_clock.seconds();
-    tokens_run += fb.num_tokens;
+    // Each DP rank ran its share of the batch (its TP ranks the same share): sum over DP.
+    const int64_t step_tokens = int64_t(parallel.dp().all_reduce_scalar(double(fb.num_tokens), dist::ReduceOp::sum));
+    flops = parallel.dp().all_reduce_scalar(flops, dist::ReduceOp::sum);
+    tokens_run += step_tokens;
 
     nlohmann::json row = {{"step", step},
                           {"train/loss", fb.loss},
                           {"train/grad_norm", grad_norm},
                           {"train/lr", lr},
-                          {"perf/tokens", fb.num_tokens},
-                          {"perf/throughput", double(fb.num_tokens) / seconds},
-                          {"perf/mfu", flops / seconds / (peak_gflops * 1e9)},
+                          {"perf/tokens", step_tokens},
+                          {"perf/throughput", double(step_tokens) / seconds},
+                          {"perf/mfu", flops / seconds / (peak_gflops * 1e9 * double(world.size()))},
                           {"timing_s/step", seconds}};
     for (int t = 0; t < kNumMemoryTiers; ++t) {
       const auto tier = MemoryTier(t);
@@ -276,14 +308,15 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml) {
       writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
       writer.commit();
     }
-    metrics.write(row, console);
+    metrics.write(row, console && lead);
     summary.final_loss = fb.loss;
     summary.final_step = step;
     ++summary.steps_run;
   }
   summary.train_seconds = run_clock.seconds();
-  if (jsonl) write_metrics_plot((run_dir / "metrics.jsonl").string(), (run_dir / "metrics.svg").string());
   summary.tokens_per_second = summary.train_seconds > 0 ? double(tokens_run) / summary.train_seconds : 0;
+  if (!lead) return summary;
+  if (jsonl) write_metrics_plot((run_dir / "metrics.jsonl").string(), (run_dir / "metrics.svg").string());
   std::printf("\nsft done: %lld steps (to step %lld) in %.1f s, %.0f tokens/s; final loss %.4f; "
               "val-core/%s/acc/mean@1 %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,

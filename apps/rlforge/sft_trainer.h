@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apps/rlforge/sft_config.h"
+#include "dist/process_group.h"
 
 namespace rf::apps {
 
@@ -25,7 +26,8 @@ struct SftSummary {
   double tokens_per_second = 0;
 };
 
-// `resolved_yaml` is the config after overrides, written into the run folder.
-SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml);
+// `resolved_yaml` is the config after overrides, written into the run folder. Collective over
+// `world` (a group of one for a single process): the ranks form the layout of config.megatron.
+SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world);
 
 }  // namespace rf::apps

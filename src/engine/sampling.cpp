@@ -9,6 +9,7 @@
 #include "core/element_access.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "engine/sequence_padding.h"
 
 namespace rf::engine {
 namespace {
@@ -124,7 +125,10 @@ std::vector<SampledSequence> sample_decode(model::CausalLm& model, const std::ve
       which.push_back(i);
     }
     if (active.empty()) break;
-    const model::PackedSequences packed = model::pack_sequences(active);
+    model::PackedSequences packed = model::pack_sequences(active);
+    // Sequence parallel splits the tokens evenly over TP: a padding document after the real ones.
+    if (packed.tokens_N.numel() % model.token_multiple() != 0)
+      packed = pad_to_multiple(packed.inputs(), model.token_multiple());
     model.forward(packed.inputs(), model::EntropyOutput::skip);
     for (size_t a = 0; a < active.size(); ++a) {
       const size_t i = which[a];

@@ -167,13 +167,18 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accu
   const int64_t n = shape.local_tokens;
   TensorView dresid_NC = rows(dresid_NC_, n);  // this rank's rows of the residual stream's gradient
 
+  auto grads_ready = [&](int64_t layer) {
+    if (grads_ready_hook_) grads_ready_hook_(layer);
+  };
   head_.backward(ctx, shape, head_weights_, head_grads_, rows(residual_.back(), n), in.targets_N, in.temperature,
                  head_saved_, head_scratch_, dlogp_N, dentropy_N, dresid_NC);
+  grads_ready(config_.num_hidden_layers);
   for (size_t i = layer_weights_.size(); i-- > 0;) {
     mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(mid_[i], n), mlp_saved_[i],
                   mlp_scratch_, dresid_NC);
     attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(residual_[i], n),
                         attention_saved_[i], attention_scratch_, dresid_NC);
+    grads_ready(int64_t(i));
   }
   if (parallel_.sequence_parallel()) {
     dist::SpScatter::backward(parallel_.tp(), dresid_NC, rows(sp_full_NC_, N));
@@ -182,7 +187,10 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accu
     dist::TpReduce::backward(parallel_.tp(), dresid_NC);
     kernels_.embedding_backward({vocab_start_}, in.tokens_N, dresid_NC, embed_grad_VC_);
   }
+  grads_ready(-1);
 }
+
+int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }
 
 TensorView CausalLm::vocab_logits(int64_t n) {
   RF_CHECK(forward_done_ && n >= 0 && n < inputs_.batch * inputs_.seq_len, "vocab_logits: token {} of the last forward",

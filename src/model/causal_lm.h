@@ -12,6 +12,7 @@
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "model/attention_block.h"
@@ -45,6 +46,15 @@ class CausalLm {
   // GradBuffer was zeroed, where both give the same values (see LayerContext).
   void backward(TensorView dlogp_N, TensorView dentropy_N,
                 kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
+  // Called by backward, in this order, as parts of the GradBuffer are written for this backward:
+  // with `layer` = num_hidden_layers once the final norm's (and an untied lm_head's) gradients are,
+  // with l once decoder layer l's are, and with -1 once the embedding's are (tied: the lm_head's
+  // part of it too). Data parallelism starts reducing a gradient bucket from here.
+  using GradsReadyHook = std::function<void(int64_t layer)>;
+  void set_grads_ready_hook(GradsReadyHook hook) { grads_ready_hook_ = std::move(hook); }
+  // A micro-batch's token count must be a multiple of this: the TP size with sequence parallel (the
+  // residual stream splits the tokens evenly over TP), else 1. engine/sequence_padding pads to it.
+  int64_t token_multiple() const;
   // Token n's logits (of the last forward, before the temperature) over the real vocabulary:
   // gathered over the TP ranks when the vocabulary is split, so every rank gets the same row.
   // Valid until the next call or forward.
@@ -95,6 +105,7 @@ class CausalLm {
 
   ModelInputs inputs_;  // of the last forward, for backward
   bool forward_done_ = false;
+  GradsReadyHook grads_ready_hook_;
 };
 
 }  // namespace rf::model
