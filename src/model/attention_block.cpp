@@ -9,8 +9,6 @@ namespace {
 
 using kernels::Accumulate;
 
-TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
-
 TensorView optional_param(const auto& store, int64_t layer, const char* suffix, bool present) {
   return present ? store.get(layer_param_name(layer, suffix)) : TensorView();
 }

@@ -6,8 +6,6 @@
 namespace rf::model {
 namespace {
 
-TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
-
 void check_ids(TensorView ids_N, int64_t limit, int64_t allowed_negative, const char* what) {
   RF_CHECK(ids_N.dtype() == DType::i32 || ids_N.dtype() == DType::i64, "{}: expected i32 or i64 ids, got {}", what,
            dtype_name(ids_N.dtype()));

@@ -26,6 +26,10 @@ struct LayerContext {
   TensorView sp_local(int64_t n) const { return sp_local_NC.empty() ? TensorView() : sp_local_NC.slice(0, 0, n); }
 };
 
+// The first n rows of a buffer sized for the model's capacity (activations and workspace are reserved
+// once for the largest micro-batch; a micro-batch uses their head).
+inline TensorView rows(TensorView buffer, int64_t n) { return buffer.slice(0, 0, n); }
+
 struct BatchShape {
   int64_t batch = 1;    // B
   int64_t seq_len = 0;  // T

@@ -5,11 +5,6 @@
 #include "model/tp_region.h"
 
 namespace rf::model {
-namespace {
-
-TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
-
-}  // namespace
 
 template <class Store>
 LmHeadParams LmHeadParams::bind(const Store& s, const ModelConfig& c) {

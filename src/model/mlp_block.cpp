@@ -9,8 +9,6 @@ namespace {
 
 using kernels::Accumulate;
 
-TensorView rows(TensorView t, int64_t n) { return t.slice(0, 0, n); }
-
 }  // namespace
 
 template <class Store>
