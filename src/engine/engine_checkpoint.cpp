@@ -14,6 +14,15 @@ std::vector<checkpoint::ShardedTensor> by_name(const model::ParamLayout& layout,
   return shards;
 }
 
+// The optimizer state is stored laid out like the parameters; a distributed optimizer holds only its
+// DP shard of it, which needs the sharded checkpoint format (issue #6) to be written and read back.
+void check_unsharded(const optim::BucketPlan& plan, const char* what) {
+  if (plan.sharded())
+    throw ConfigError("use_distributed_optimizer",
+                      fmt::format("{} a checkpoint of an optimizer sharded over {} DP ranks is not supported yet",
+                                  what, plan.num_shards()));
+}
+
 void read_by_name(const checkpoint::CheckpointReader& reader, const std::string& component,
                   const model::ParamLayout& layout, TensorView flat, const std::string& prefix) {
   for (const model::ParamEntry& e : layout.entries())
@@ -23,6 +32,7 @@ void read_by_name(const checkpoint::CheckpointReader& reader, const std::string&
 }  // namespace
 
 void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const {
+  check_unsharded(bucket_plan_, "saving");
   const model::ParamLayout& layout = master_.layout();
   writer.add_tensors(component, "model", by_name(layout, master_.flat(), ""));
   auto moments = by_name(layout, optimizer_.exp_avg(), "exp_avg.");
@@ -36,6 +46,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
 }
 
 void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component) {
+  check_unsharded(bucket_plan_, "loading");
   const model::ParamLayout& layout = master_.layout();
   read_by_name(reader, component, layout, master_.flat(), "");
   read_by_name(reader, component, layout, optimizer_.exp_avg(), "exp_avg.");
@@ -49,7 +60,9 @@ void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, co
   }
   sync_compute_weights();
   grads_.zero();
+  grad_reducer_.reset();
   grads_zeroed_ = true;
+  grads_reduced_ = false;
 }
 
 }  // namespace rf::engine

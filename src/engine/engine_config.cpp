@@ -22,6 +22,12 @@ void EngineConfig::validate() const {
   single("pipeline_model_parallel_size", pipeline_model_parallel_size);
   single("context_parallel_size", context_parallel_size);
   single("expert_model_parallel_size", expert_model_parallel_size);
+  if (bucket_size && *bucket_size < 1)
+    throw ConfigError("bucket_size", fmt::format("must be >= 1 element (or null), got {}", *bucket_size));
+  // Megatron asserts this too: without the distributed optimizer there are no parameters to gather.
+  if (overlap_param_gather && !use_distributed_optimizer)
+    throw ConfigError("overlap_param_gather",
+                      "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
   if (param_offload || grad_offload || optimizer_offload)
     throw ConfigError(param_offload ? "param_offload" : grad_offload ? "grad_offload" : "optimizer_offload",
                       "offload is not supported yet");

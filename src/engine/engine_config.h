@@ -1,10 +1,12 @@
 // EngineConfig: verl's `megatron:` block (verl.md §3; the same type the RL config reads under
-// actor_rollout_ref.actor.megatron). Tensor parallel runs at any size the ranks provide; pipeline,
+// actor_rollout_ref.actor.megatron). Tensor and data parallel run at any size the ranks provide; pipeline,
 // context and expert parallel sizes other than 1 are accepted by the schema and rejected by
 // validate() until they land, so a config written for them fails loudly rather than silently
-// running without them.
+// running without them. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
+// change nothing, and the engine says so in a warning.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/dtype.h"
@@ -19,6 +21,9 @@ struct EngineConfig {
   int64_t expert_model_parallel_size = 1;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  std::optional<int64_t> bucket_size;  // elements; null: Megatron's max(40M, 1M x DP)
   std::string dtype = "bfloat16";  // compute dtype: bfloat16 or float32 (our extension: f32 runs in f32)
   uint64_t seed = 42;
   bool param_offload = false;
@@ -34,7 +39,14 @@ struct EngineConfig {
     f("make_vocab_size_divisible_by", make_vocab_size_divisible_by,
       "with TP > 1 the vocabulary is padded to a multiple of this x TP (padding masked, never exported)");
     f("sequence_parallel", sequence_parallel, "sequence parallelism (with TP > 1)");
-    f("use_distributed_optimizer", use_distributed_optimizer, "ZeRO-1 optimizer sharding over DP");
+    f("use_distributed_optimizer", use_distributed_optimizer,
+      "ZeRO-1 over DP: each DP rank keeps the Adam moments of 1/DP of the parameters and updates only those");
+    f("overlap_grad_reduce", overlap_grad_reduce,
+      "start each gradient bucket's DP reduction during the step's last backward, as soon as it is complete");
+    f("overlap_param_gather", overlap_param_gather,
+      "overlap the distributed optimizer's parameter all-gather with the next forward (accepted; not overlapped yet)");
+    f("bucket_size", bucket_size,
+      "gradient bucket size in elements with overlap_grad_reduce (null: max(40M, 1M x DP)); one bucket without");
     f("dtype", dtype, "compute dtype: bfloat16 (bf16 compute, f32 master weights) or float32");
     f("seed", seed, "seed of the weight initialisation");
     f("param_offload", param_offload, "offload weights between uses");

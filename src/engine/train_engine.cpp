@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "core/element_access.h"
 #include "core/log.h"
 #include "engine/sequence_padding.h"
@@ -34,12 +36,79 @@ int64_t padded_capacity(int64_t max_tokens, const dist::ParallelContext& paralle
   return (max_tokens + tp - 1) / tp * tp;
 }
 
+EngineConfig validated(EngineConfig config) {
+  config.validate();
+  return config;
+}
+
+// The first offset of each part CausalLm reports complete (index `layer` + 1: the embedding, layers
+// 0..L-1, then the final norm and lm_head). "Complete from this offset up" holds because the layout
+// orders the parts as backward reverses them; checked here, so a layout change cannot break it quietly.
+std::vector<int64_t> grads_ready_offsets(const model::ParamLayout& layout, int64_t num_layers) {
+  const std::string layer_prefix = "model.layers.";
+  auto part_of = [&](const std::string& name) -> int64_t {
+    if (name.starts_with(layer_prefix)) return std::stoll(name.substr(layer_prefix.size())) + 1;
+    if (name == "model.embed_tokens.weight") return 0;
+    return num_layers + 1;  // model.norm.weight, lm_head.weight
+  };
+  std::vector<int64_t> offsets(size_t(num_layers + 2), -1);
+  int64_t previous = 0;
+  for (const model::ParamEntry& e : layout.entries()) {
+    const int64_t part = part_of(e.name);
+    RF_CHECK(part >= previous, "gradient buckets need the layout in layer order, but {} comes after a later layer",
+             e.name);
+    if (offsets[size_t(part)] < 0) offsets[size_t(part)] = e.offset;
+    previous = part;
+  }
+  for (size_t part = 0; part < offsets.size(); ++part)
+    RF_CHECK(offsets[part] >= 0, "gradient buckets: no parameter of part {} (embedding, layers, head)", part);
+  return offsets;
+}
+
+// Without overlap one bucket (Megatron's choice: nothing to overlap it with); sharded over DP with the
+// distributed optimizer (at DP 1 it owns everything, the same as without).
+optim::BucketPlan make_bucket_plan(const EngineConfig& config, const model::ParamLayout& layout,
+                                   const std::vector<int64_t>& boundaries, const dist::ParallelContext& parallel) {
+  const int dp = parallel.dp().size();
+  const int64_t bucket_size = config.overlap_grad_reduce
+                                  ? config.bucket_size.value_or(optim::default_bucket_size(dp))
+                                  : std::numeric_limits<int64_t>::max();
+  const bool shard = config.use_distributed_optimizer && dp > 1;
+  return optim::BucketPlan(layout, boundaries, bucket_size, shard ? dp : 1, shard ? parallel.dp().rank() : 0);
+}
+
+// This rank's shard of f32 values (none without sharding), lent to the gradients' reduce-scatter during
+// the last backward and reduce_gradients, then to the parameters' all-gather in optimizer_step.
+Tensor make_shard_staging(const optim::BucketPlan& plan, MemoryTracker& tracker) {
+  if (!plan.sharded()) return Tensor();
+  return Tensor({plan.shard_numel()}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace});
+}
+
+// The data-parallel keys that change nothing in this layout (STYLE: such a value logs a warning), once
+// per role.
+void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContext& parallel) {
+  if (parallel.role().rank() != 0) return;
+  if (parallel.dp().size() == 1) {
+    for (const auto& [key, on] : {std::pair{"use_distributed_optimizer", config.use_distributed_optimizer},
+                                  std::pair{"overlap_grad_reduce", config.overlap_grad_reduce},
+                                  std::pair{"overlap_param_gather", config.overlap_param_gather}})
+      if (on) core::log_warning("megatron.{}: true has no effect at data-parallel size 1", key);
+    return;
+  }
+  if (config.overlap_param_gather)
+    core::log_warning("megatron.overlap_param_gather: the parameters are all-gathered at the end of "
+                      "optimizer_step; overlapping them with the next forward is not implemented yet");
+  if (config.bucket_size && !config.overlap_grad_reduce)
+    core::log_warning(
+        "megatron.bucket_size: has no effect without overlap_grad_reduce (the gradients reduce as one bucket)");
+}
+
 }  // namespace
 
 TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
                          const model::ModelConfig& model_config, const kernels::KernelRegistry& kernels,
                          dist::ParallelContext& parallel, MemoryTracker& tracker, int64_t max_tokens_per_micro_batch)
-    : config_(engine_config),
+    : config_(validated(engine_config)),
       model_config_(model_config),
       compute_dtype_(engine_config.compute_dtype()),
       kernels_(kernels),
@@ -49,19 +118,29 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       compute_copy_(make_compute_copy(compute_dtype_, master_.layout(), tracker)),
       grads_(master_.layout(), DType::f32,
              {&tracker, MemoryTier::device, MemoryCategory::grads}),
-      optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, kernels, parallel, &tracker),
+      grads_ready_offsets_(grads_ready_offsets(master_.layout(), model_config.num_hidden_layers)),
+      bucket_plan_(make_bucket_plan(config_, master_.layout(), grads_ready_offsets_, parallel)),
+      shard_staging_(make_shard_staging(bucket_plan_, tracker)),
+      grad_reducer_(bucket_plan_, grads_, parallel.dp(), shard_staging_, &tracker),
+      param_gatherer_(bucket_plan_, shard_staging_, parallel.dp(), &tracker),
+      optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, bucket_plan_, kernels, parallel,
+                 &tracker),
       scheduler_(optim_config),
       dlogp_N_({padded_capacity(max_tokens_per_micro_batch, parallel)}, DType::f32,
                {&tracker, MemoryTier::device, MemoryCategory::workspace}),
       dentropy_N_({padded_capacity(max_tokens_per_micro_batch, parallel)}, DType::f32,
                   {&tracker, MemoryTier::device, MemoryCategory::workspace}) {
-  config_.validate();
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
   model_ = std::make_unique<model::CausalLm>(model_config_, compute_copy_ ? *compute_copy_ : master_, &grads_, kernels,
                                              parallel, &tracker);
   model_->reserve(padded_capacity(max_tokens_per_micro_batch, parallel));
+  if (config_.overlap_grad_reduce && parallel.dp().size() > 1)
+    model_->set_grads_ready_hook([this](int64_t layer) {
+      if (reduce_in_backward_) grad_reducer_.grads_ready(grads_ready_offsets_[size_t(layer + 1)]);
+    });
+  warn_about_idle_keys(config_, parallel);
 }
 
 void TrainEngine::sync_compute_weights() {
@@ -80,6 +159,10 @@ void TrainEngine::load_hf_weights(const std::string& model_dir) {
 
 ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                                     ForwardOnly forward_only, model::EntropyOutput entropy) {
+  // A backward now would add to gradients that are already (being) summed over DP.
+  RF_CHECK(forward_only == ForwardOnly::yes || (!grads_reduced_ && !grad_reducer_.started()),
+           "forward_backward: this step's gradients are already reduced over the ranks; call optimizer_step "
+           "before the next backward");
   LossContext context;
   context.dp_size = parallel_.dp().size();
   context.num_microbatches = int64_t(micro_batches.size());
@@ -92,6 +175,13 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   context.global_num_seqs = int64_t(parallel_.dp().all_reduce_scalar(double(context.global_num_seqs), dist::ReduceOp::sum));
 
   ForwardBackwardResult result;
+  // Each DP rank's micro-batches contribute their share of the globally normalised loss. Summed before
+  // the last backward, so that only the gradients' reduction runs between it and reduce_gradients; a
+  // rank without micro-batches still joins the sum, before any bucket's collective as everywhere.
+  auto sum_loss_over_dp = [&] {
+    result.loss = parallel_.dp().all_reduce_scalar(result.loss, dist::ReduceOp::sum);
+  };
+  if (micro_batches.empty()) sum_loss_over_dp();
   for (const TensorMap& mb : micro_batches) {
     const int64_t N = mb.num_tokens();
     model::ModelInputs inputs;
@@ -120,6 +210,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     const LossOutput loss = loss_fn(mb, out, context, dlogp_N.slice(0, 0, N),
                                     dentropy_N.empty() ? TensorView() : dentropy_N.slice(0, 0, N));
     result.loss += loss.loss;
+    if (&mb == &micro_batches.back()) sum_loss_over_dp();
     for (const auto& [name, value] : loss.metrics) result.metrics[name] += value;
     result.num_tokens += N;
     if (forward_only == ForwardOnly::yes) {
@@ -128,9 +219,12 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
       if (!out.entropy_N.empty()) outputs.set("entropy", clone(out.entropy_N, DType::f32));
       result.outputs.push_back(std::move(outputs));
     } else {
+      // Overlapped DP reduction starts in the step's last backward: earlier ones still add to every bucket.
+      reduce_in_backward_ = config_.overlap_grad_reduce && &mb == &micro_batches.back();
       // The first backward after the gradients were zeroed writes the linear weights' gradients
       // instead of adding them (the same values, without reading the zeros).
       model_->backward(dlogp_N, dentropy_N, grads_zeroed_ ? kernels::Accumulate::overwrite : kernels::Accumulate::add);
+      reduce_in_backward_ = false;
       grads_zeroed_ = false;
     }
   }
@@ -139,6 +233,8 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
 
 void TrainEngine::reduce_gradients() {
   if (grads_reduced_) return;
+  grad_reducer_.finish();
+  // After the DP sums: sums commute, and TP peers own the same shard ranges (megatron.md §4.5).
   model_->finish_grads();
   grads_reduced_ = true;
 }
@@ -146,7 +242,12 @@ void TrainEngine::reduce_gradients() {
 double TrainEngine::optimizer_step() {
   reduce_gradients();
   const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
+  if (bucket_plan_.sharded()) {
+    param_gatherer_.gather(master_.flat());
+    sync_compute_weights();
+  }
   grads_.zero();
+  grad_reducer_.reset();
   grads_zeroed_ = true;
   grads_reduced_ = false;
   return grad_norm;

@@ -5,6 +5,15 @@
 // Loss aggregation is exact whatever the micro-batching: before any forward, the engine counts the
 // loss tokens and sequences of the whole step (over DP ranks too) into a LossContext, so a loss
 // function can scale its micro-batch's contribution by the global counts.
+//
+// Data parallel: a step's global batch is a list of micro-batches, and each DP rank passes
+// forward_backward its own contiguous slice of it (rank r of DP takes micro-batches [r M/DP, (r+1) M/DP)
+// of M, which is what makes the result independent of DP: the one-rank run of all M is the reference);
+// the TP ranks of one DP rank pass the same slice. Because the loss is normalised by the global counts,
+// the gradients are summed over DP (grad_reducer.h: bucketed, optionally overlapped with the last
+// backward). With use_distributed_optimizer each DP rank keeps Adam moments for, and updates, only its
+// shard of the parameters (optim/bucket_plan.h), then all-gathers the updated weights; the full f32
+// master weights stay on every rank (exports and checkpoints read them).
 #pragma once
 
 #include <functional>
@@ -16,6 +25,8 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "engine/engine_config.h"
+#include "engine/grad_reducer.h"
+#include "engine/shard_gatherer.h"
 #include "engine/tensor_map.h"
 #include "model/causal_lm.h"
 #include "optim/adamw_optimizer.h"
@@ -44,9 +55,9 @@ using LossFn = std::function<LossOutput(const TensorMap& micro_batch, const mode
 enum class ForwardOnly : uint8_t { no, yes };
 
 struct ForwardBackwardResult {
-  double loss = 0;
-  std::map<std::string, double> metrics;  // summed over micro-batches
-  int64_t num_tokens = 0;                 // tokens run (padding-free)
+  double loss = 0;                        // the step's: summed over micro-batches and DP ranks
+  std::map<std::string, double> metrics;  // summed over this rank's micro-batches
+  int64_t num_tokens = 0;                 // tokens this rank ran (padding-free)
   std::vector<TensorMap> outputs;         // per micro-batch: "log_probs" (and "entropy"), forward_only only
 };
 
@@ -62,12 +73,16 @@ class TrainEngine {
   ForwardBackwardResult forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                          ForwardOnly forward_only,
                                          model::EntropyOutput entropy = model::EntropyOutput::skip);
-  // Completes the step's gradients across the parallel ranks once its last backward has run (the TP
-  // sums of CausalLm::finish_grads). Called by optimizer_step; callers that read the gradients
-  // first call it themselves. Idempotent until the gradients are zeroed.
+  // Completes the step's gradients across the parallel ranks once its last backward has run: the DP
+  // sum of every bucket (waiting for those the backward started), then the TP sums of
+  // CausalLm::finish_grads. Called by optimizer_step; callers that read the gradients first call it
+  // themselves. Idempotent until the gradients are zeroed; no backward may run in between.
+  // With the distributed optimizer only this rank's shard of grads() holds the reduced gradient.
   void reduce_gradients();
   const model::GradBuffer& grads() const { return grads_; }
-  double optimizer_step();  // returns the pre-clip grad norm; gradients are zeroed for the next step
+  // Returns the pre-clip grad norm; gradients are zeroed for the next step. With the distributed
+  // optimizer it also all-gathers the updated weights over DP.
+  double optimizer_step();
   double lr_step();         // advances the schedule; returns the new lr
   double lr() const { return scheduler_.lr(); }
 
@@ -81,6 +96,8 @@ class TrainEngine {
   const model::ModelConfig& model_config() const { return model_config_; }
   const model::ParamStore& master_weights() const { return master_; }
   const optim::AdamWOptimizer& optimizer() const { return optimizer_; }
+  const optim::BucketPlan& bucket_plan() const { return bucket_plan_; }
+  const GradSyncTimes& grad_sync_times() const { return grad_reducer_.times(); }
   optim::AdamWOptimizer& optimizer() { return optimizer_; }
   optim::LrScheduler& scheduler() { return scheduler_; }
   DType compute_dtype() const { return compute_dtype_; }
@@ -97,8 +114,16 @@ class TrainEngine {
   model::ParamStore master_;
   std::optional<model::ParamStore> compute_copy_;  // bf16 weights the model reads
   model::GradBuffer grads_;
+  // From which GradBuffer offset up the gradients are final after each of CausalLm's grads-ready
+  // reports, indexed by the report's `layer` + 1; also the buckets' boundaries.
+  std::vector<int64_t> grads_ready_offsets_;
+  optim::BucketPlan bucket_plan_;
+  Tensor shard_staging_;  // distributed optimizer: the reduce-scatters' output, then the all-gather's input
+  GradReducer grad_reducer_;
+  ShardGatherer param_gatherer_;
   bool grads_zeroed_ = true;  // no backward since the GradBuffer was last zeroed (it starts zeroed)
   bool grads_reduced_ = false;  // reduce_gradients ran since the last zeroing
+  bool reduce_in_backward_ = false;  // overlap: the running backward is the step's last
   std::unique_ptr<model::CausalLm> model_;
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;

@@ -9,55 +9,63 @@ bool decays(const model::ParamEntry& e) { return e.shape.rank() >= 2 && !e.name.
 
 }  // namespace
 
-double AdamWOptimizer::tp_owned_sum_squares(const model::GradBuffer& grads) const {
-  // Padding between tensors (and vocab padding rows) holds zeros, so at TP 1 the flat buffer's sum
-  // of squares is the parameters'.
-  if (parallel_.tp().size() == 1) return kernels_.sum_squares(grads.flat());
+double AdamWOptimizer::owned_sum_squares(const model::GradBuffer& grads) const {
   // TP-split tensors count on every rank (each holds a different part); TP-replicated ones hold the
   // same values on every rank and count once, on TP rank 0 (Megatron's param_is_not_tensor_parallel_duplicate).
+  // DP shards are disjoint, so with sharding every element counts on exactly one DP rank.
+  const bool tp_rank0 = parallel_.tp().rank() == 0;
+  const std::vector<model::ParamEntry>& entries = grads.layout().entries();
   double sum = 0;
-  for (const model::ParamEntry& e : grads.layout().entries())
-    if (e.split != model::TpSplit::replicated || parallel_.tp().rank() == 0)
-      sum += kernels_.sum_squares(grads.flat().slice(0, e.offset, e.shape.numel()));
+  for (const ShardFragment& f : shards_.fragments())
+    if (entries[f.entry].split != model::TpSplit::replicated || tp_rank0)
+      sum += kernels_.sum_squares(grads.flat().slice(0, f.flat_offset, f.numel));
   return sum;
 }
 
 AdamWOptimizer::AdamWOptimizer(const OptimConfig& config, const model::ParamStore& master,
-                               const model::ParamStore* compute_copy, const kernels::KernelRegistry& kernels,
-                               dist::ParallelContext& parallel, MemoryTracker* tracker)
+                               const model::ParamStore* compute_copy, const BucketPlan& shards,
+                               const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
+                               MemoryTracker* tracker)
     : config_(config),
       master_(master),
       compute_copy_(compute_copy),
+      shards_(shards),
       kernels_(kernels),
       parallel_(parallel),
-      exp_avg_({master.layout().total_numel()}, master.dtype(), {tracker, MemoryTier::device, MemoryCategory::optimizer}),
-      exp_avg_sq_({master.layout().total_numel()}, master.dtype(),
-                  {tracker, MemoryTier::device, MemoryCategory::optimizer}) {
+      exp_avg_({shards.shard_numel()}, master.dtype(), {tracker, MemoryTier::device, MemoryCategory::optimizer}),
+      exp_avg_sq_({shards.shard_numel()}, master.dtype(), {tracker, MemoryTier::device, MemoryCategory::optimizer}) {
   config_.validate();
   RF_CHECK(master.dtype() == DType::f32 || master.dtype() == DType::f64, "master weights in {}: expected f32 (f64 in tests)",
            dtype_name(master.dtype()));
+  RF_CHECK(!shards.sharded() || shards.num_shards() == parallel.dp().size(),
+           "the optimizer's parameters are sharded {} ways over {} DP ranks", shards.num_shards(),
+           parallel.dp().size());
 }
 
 double AdamWOptimizer::step(const model::GradBuffer& grads, double lr) {
   RF_CHECK(grads.dtype() == master_.dtype(), "gradients in {} for {} master weights", dtype_name(grads.dtype()),
            dtype_name(master_.dtype()));
-  double sum_squares = tp_owned_sum_squares(grads);
+  // Without sharding every DP rank holds the same reduced gradient, so the sum is complete over TP and
+  // PP; with it each DP rank holds a disjoint part (megatron.md §4.6).
+  double sum_squares = owned_sum_squares(grads);
   sum_squares = parallel_.tp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   sum_squares = parallel_.pp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
+  if (shards_.sharded()) sum_squares = parallel_.dp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   const double grad_norm = std::sqrt(sum_squares);
   if (!std::isfinite(grad_norm)) return grad_norm;
-  if (config_.clip_grad > 0) {
-    const double coefficient = kernels::clip_coefficient(grad_norm, config_.clip_grad);
-    if (coefficient < 1.0) kernels_.scale(grads.flat(), coefficient);
-  }
+  const double coefficient = config_.clip_grad > 0 ? kernels::clip_coefficient(grad_norm, config_.clip_grad) : 1.0;
   ++num_steps_;
-  for (const model::ParamEntry& e : master_.layout().entries()) {
-    const int64_t n = e.shape.numel();
+  const std::vector<model::ParamEntry>& entries = master_.layout().entries();
+  for (const ShardFragment& f : shards_.fragments()) {
+    const model::ParamEntry& e = entries[f.entry];
+    const TensorView grad = grads.flat().slice(0, f.flat_offset, f.numel);
+    if (coefficient < 1.0) kernels_.scale(grad, coefficient);
     const kernels::AdamWParams p{lr, config_.betas[0], config_.betas[1], config_.eps,
                                  decays(e) ? config_.weight_decay : 0.0, num_steps_};
-    kernels_.adamw_step(p, master_.flat().slice(0, e.offset, n), grads.flat().slice(0, e.offset, n),
-                        exp_avg_.view().slice(0, e.offset, n), exp_avg_sq_.view().slice(0, e.offset, n),
-                        compute_copy_ ? compute_copy_->flat().slice(0, e.offset, n) : TensorView());
+    kernels_.adamw_step(p, master_.flat().slice(0, f.flat_offset, f.numel), grad,
+                        exp_avg_.view().slice(0, f.shard_offset, f.numel),
+                        exp_avg_sq_.view().slice(0, f.shard_offset, f.numel),
+                        compute_copy_ ? compute_copy_->flat().slice(0, f.flat_offset, f.numel) : TensorView());
   }
   return grad_norm;
 }

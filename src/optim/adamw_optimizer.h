@@ -3,25 +3,32 @@
 // to clip_grad (the pre-clip norm is what verl logs as grad_norm), then AdamW per tensor. As in
 // Megatron, weight decay skips biases and 1-D parameters (norm gains). With bf16 compute the
 // updated master weights are also written into the bf16 copy the model reads.
-// Not here yet: the distributed optimizer (ZeRO-1 over DP) and offload, which keep this interface.
+// It updates the parameters of this rank's shard (BucketPlan): everything without sharding; with the
+// distributed optimizer (ZeRO-1 over DP) only the fragments of its shard, whose Adam moments are all it
+// allocates. Gathering the updated weights from the other DP ranks is the caller's (shard_gatherer.h).
+// Not here yet: offload, which keeps this interface.
 #pragma once
 
 #include "dist/parallel_context.h"
 #include "kernels/kernel_registry.h"
 #include "model/param_store.h"
+#include "optim/bucket_plan.h"
 #include "optim/optim_config.h"
 
 namespace rf::optim {
 
 class AdamWOptimizer {
  public:
-  // `compute_copy` may be null (f32 compute: the model reads `master` itself).
+  // `compute_copy` may be null (f32 compute: the model reads `master` itself). `shards` (kept by
+  // reference) says which parameters this rank updates; sharded over the context's DP group.
   AdamWOptimizer(const OptimConfig& config, const model::ParamStore& master, const model::ParamStore* compute_copy,
-                 const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
+                 const BucketPlan& shards, const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
                  MemoryTracker* tracker = nullptr);
 
-  // Clips `grads` in place and updates the weights at learning rate `lr`; returns the pre-clip norm.
-  // A non-finite norm skips the update (and reports the norm), as Megatron does.
+  // Clips this rank's shard of `grads` in place and updates its weights at learning rate `lr`;
+  // returns the pre-clip norm of the whole model's gradient. A non-finite norm skips the update (and
+  // reports the norm), as Megatron does. With sharding only the shard's part of `grads` is read (the
+  // DP-reduced values after a reduce-scatter) and only the shard's weights change.
   double step(const model::GradBuffer& grads, double lr);
 
   int64_t num_steps() const { return num_steps_; }
@@ -30,15 +37,16 @@ class AdamWOptimizer {
   TensorView exp_avg_sq() const { return exp_avg_sq_; }
 
  private:
-  // This rank's share of the squared gradient norm over its TP group (summed over TP by the caller).
-  double tp_owned_sum_squares(const model::GradBuffer& grads) const;
+  // The squared norm of this rank's fragments, counting TP-replicated parameters on TP rank 0 only.
+  double owned_sum_squares(const model::GradBuffer& grads) const;
 
   OptimConfig config_;
   const model::ParamStore& master_;
   const model::ParamStore* compute_copy_;
+  const BucketPlan& shards_;
   const kernels::KernelRegistry& kernels_;
   dist::ParallelContext& parallel_;
-  Tensor exp_avg_, exp_avg_sq_;  // laid out like the ParamStore
+  Tensor exp_avg_, exp_avg_sq_;  // laid out like the shard (like the ParamStore without sharding)
   int64_t num_steps_ = 0;
 };
 

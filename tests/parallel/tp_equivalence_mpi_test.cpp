@@ -10,84 +10,31 @@
 
 #include <cmath>
 
-#include "core/element_access.h"
 #include "dist/parallel_context.h"
 #include "engine/train_engine.h"
-#include "model/tp_gather.h"
+#include "equivalence_checks.h"
 #include "mpi_test_world.h"
 
 namespace rf {
 namespace {
 
 using dist::testing::world;
+using parallel_testing::token_mean_nll;
 
 model::ModelConfig config_for(model::Arch arch, bool tied, int64_t kv_heads) {
-  model::ModelConfig c;
-  c.arch = arch;
-  c.vocab_size = 200;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = kv_heads;
-  c.head_dim = 8;
-  c.tie_word_embeddings = tied;
-  c.attention_bias = arch == model::Arch::qwen2;
-  c.qk_norm = arch == model::Arch::qwen3;
-  c.initializer_range = 0.2;
-  return c;
+  return parallel_testing::small_model_config(arch, tied, kv_heads, /*num_layers=*/2);
 }
 
-engine::TensorMap micro_batch(const std::vector<std::vector<int64_t>>& docs) {
-  const model::PackedSequences p = model::pack_sequences(docs);
-  return engine::make_micro_batch(clone(p.tokens_N, DType::i64), clone(p.positions_N, DType::i64),
-                                  clone(p.targets_N, DType::i64), p.cu_seqlens);
-}
-
-// Two micro-batches of packed documents; step s shifts the tokens so every step differs.
-std::vector<engine::TensorMap> step_batches(int step) {
-  auto doc = [&](std::vector<int64_t> ids) {
-    for (int64_t& id : ids) id = (id + 37 * step) % 200;
-    return ids;
-  };
-  std::vector<engine::TensorMap> out;
-  out.push_back(micro_batch({doc({1, 5, 7, 9, 2, 150}), doc({1, 3, 3, 2}), doc({4, 199, 120})}));
-  out.push_back(micro_batch({doc({1, 8, 6, 4, 11, 12, 2, 60, 61}), doc({1, 19, 2})}));
-  return out;
-}
-
-engine::LossOutput token_mean_nll(const engine::TensorMap& mb, const model::ModelOutputs& out,
-                                  const engine::LossContext& ctx, TensorView dlogp_N, TensorView) {
-  const TensorView mask = mb.get("loss_mask");
-  engine::LossOutput result;
-  for (int64_t n = 0; n < mask.numel(); ++n) {
-    const double m = load_f64(mask, n);
-    result.loss -= m * load_f64(out.logp_N, n) / double(ctx.global_num_tokens);
-    dlogp_N.data<float>()[n] = float(-m / double(ctx.global_num_tokens));
-  }
-  return result;
-}
-
-double norm(TensorView x) {
-  double sum = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) sum += load_f64(x, i) * load_f64(x, i);
-  return std::sqrt(sum);
-}
+// Two micro-batches of packed documents (13 and 12 tokens); step s shifts the tokens so every step differs.
+std::vector<engine::TensorMap> step_batches(int step) { return parallel_testing::step_micro_batches(step, 0, 2); }
 
 // Every parameter of `parallel` gathered over TP against `single`'s, norm-wise (rtol 1e-5, or
 // `noise_rtol` for the k_proj biases, see below).
 template <class Store>
 void expect_stores_match(const Store& parallel_store, const Store& single_store, dist::ProcessGroup& tp,
                          const std::string& what, double noise_rtol = 1e-5) {
-  for (const model::ParamEntry& e : parallel_store.layout().entries()) {
-    const double rtol = e.name.ends_with("k_proj.bias") ? noise_rtol : 1e-5;
-    const Tensor whole = model::gather_tp_tensor(e, parallel_store.get(e.name), tp);
-    const TensorView expected = single_store.get(e.name);
-    ASSERT_EQ(whole.shape(), expected.shape()) << what << " " << e.name;
-    Tensor diff(expected.shape(), DType::f64);
-    for (int64_t i = 0; i < diff.numel(); ++i) store_f64(diff, i, load_f64(whole, i) - load_f64(expected, i));
-    EXPECT_LE(norm(diff), rtol * norm(expected) + 1e-8) << what << " " << e.name;
-  }
+  parallel_testing::expect_params_match(parallel_store.layout(), parallel_store.flat(), single_store, tp, what,
+                                        noise_rtol);
 }
 
 enum class Sequence : uint8_t { whole, parallel };

@@ -1,0 +1,164 @@
+// Training-step throughput of TrainEngine on several ranks at the same global batch: one rank, data
+// parallel, tensor parallel. Run it alone for one rank, under `mpirun -np W` for W ranks (TP = --tp,
+// DP = W / TP); bench/run_parallel_train_step_bench.sh runs the cases and prints the ratios to one rank.
+//   usage: parallel_train_step_bench [--config large|tiny] [--tp N] [--steps N] [--threads N]
+//                                    [--distributed-optimizer 0|1] [--overlap 0|1]
+// The global batch is B rows of T random tokens (train_step_setup.h); DP rank r runs rows
+// [r B/DP, (r+1) B/DP) as one micro-batch, the TP ranks of a DP rank the same rows. A step is
+// forward_backward, reduce_gradients, optimizer_step and lr_step, f32. reduce_gradients is timed on its
+// own: it is the gradient communication left exposed after the last backward (waiting for the DP
+// buckets, all of them without --overlap, and the TP sums). Every time is the slowest rank's; after
+// kWarmupSteps steps, `--steps` steps are timed and the medians reported.
+// Output (rank 0): one `step <i> ...` line per timed step, then
+//   parallel_train_step config=<c> world=<w> tp=<t> dp=<d> threads=<n> distributed_optimizer=<0|1>
+//     overlap=<0|1> global_tokens=<B*T> step_ms=<median> tok_s=<r> fb_ms=<m> exposed_comm_ms=<m>
+//     exposed_pct=<100 exposed/step> optimizer_ms=<m>
+// Legend: B rows, T tokens per row.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/stopwatch.h"
+#include "core/thread_pool.h"
+#include "dist/guarded_run.h"
+#include "dist/parallel_context.h"
+#include "train_step_setup.h"
+
+namespace {
+
+constexpr int kWarmupSteps = 2;
+
+struct Options {
+  std::string config = "large";
+  int tp = 1;
+  int num_steps = 5;
+  int num_threads = 0;  // 0: OMP_NUM_THREADS, else one per core
+  bool distributed_optimizer = false;
+  bool overlap = true;
+};
+
+int parse_count(const std::string& flag, const char* value) {
+  char* end = nullptr;
+  const long parsed = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || parsed < 0)
+    throw rf::ConfigError(flag, "'" + std::string(value) + "': expected a non-negative integer");
+  return int(parsed);
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw rf::ConfigError(flag, "missing value");
+    const char* value = argv[++i];
+    if (flag == "--config") {
+      o.config = value;
+    } else if (flag == "--tp") {
+      o.tp = std::max(1, parse_count(flag, value));
+    } else if (flag == "--steps") {
+      o.num_steps = std::max(1, parse_count(flag, value));
+    } else if (flag == "--threads") {
+      o.num_threads = parse_count(flag, value);
+    } else if (flag == "--distributed-optimizer") {
+      o.distributed_optimizer = parse_count(flag, value) != 0;
+    } else if (flag == "--overlap") {
+      o.overlap = parse_count(flag, value) != 0;
+    } else {
+      throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --steps, --threads, "
+                                  "--distributed-optimizer, --overlap)");
+    }
+  }
+  return o;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
+  const std::unique_ptr<rf::dist::ProcessGroup> world = mpi.world();
+  const bool leader = world->rank() == 0;
+  const rf::ThreadPool pool(options.num_threads);
+  const rf::kernels::KernelRegistry kernels;
+  if (leader) std::printf("# %s\n# %s\n", pool.describe().c_str(), kernels.describe().c_str());
+
+  rf::dist::ParallelDims dims;
+  dims.world_size = world->size();
+  dims.tensor_model_parallel_size = options.tp;
+  rf::dist::ParallelContext parallel = rf::dist::ParallelContext::create(rf::dist::RankLayout(dims), *world, false);
+  const int dp = parallel.dp().size();
+  const rf::bench::BenchShape shape = rf::bench::bench_shape(options.config);
+  if (shape.B % dp != 0)
+    throw rf::ConfigError("--tp", "a data-parallel size of " + std::to_string(dp) + " does not divide the " +
+                                      std::to_string(shape.B) + " rows of the global batch");
+  const int64_t rows = shape.B / dp;
+
+  rf::engine::EngineConfig engine_config;
+  engine_config.dtype = "float32";
+  engine_config.tensor_model_parallel_size = options.tp;
+  engine_config.use_distributed_optimizer = options.distributed_optimizer && dp > 1;
+  engine_config.overlap_grad_reduce = options.overlap && dp > 1;
+  if (engine_config.overlap_grad_reduce) engine_config.bucket_size = 4'000'000;  // ~ a layer and a half (large)
+  rf::optim::OptimConfig optim_config;
+  optim_config.lr = 1e-4;
+  optim_config.total_training_steps = kWarmupSteps + options.num_steps;
+  rf::MemoryTracker tracker;
+  rf::engine::TrainEngine engine(engine_config, optim_config, rf::bench::bench_model_config(shape), kernels, parallel,
+                                 tracker, rows * shape.T);
+  engine.init_random_weights(engine_config.seed);
+  if (leader)
+    std::printf("# %ld parameters, global batch %ld x %ld tokens, TP %d x DP %d, %zu gradient buckets\n",
+                long(engine.num_parameters()), long(shape.B), long(shape.T), options.tp, dp,
+                engine.bucket_plan().buckets().size());
+
+  std::vector<rf::engine::TensorMap> micro_batches;
+  micro_batches.push_back(rf::bench::random_rows(shape, parallel.dp().rank() * rows, rows));
+  std::vector<double> step_s, fb_s, exposed_s, optimizer_s;
+  for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
+    world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
+    const rf::Stopwatch clock;
+    const double loss =
+        engine.forward_backward(micro_batches, rf::bench::token_mean_nll, rf::engine::ForwardOnly::no).loss;
+    const double fb_done = clock.seconds();
+    engine.reduce_gradients();
+    const double reduce_done = clock.seconds();
+    engine.optimizer_step();
+    engine.lr_step();
+    const double step_done = clock.seconds();
+    auto slowest = [&](double seconds) { return world->all_reduce_scalar(seconds, rf::dist::ReduceOp::max); };
+    const double total = slowest(step_done), fb = slowest(fb_done), exposed = slowest(reduce_done - fb_done),
+                 optimizer = slowest(step_done - reduce_done);
+    if (step < kWarmupSteps) continue;
+    step_s.push_back(total);
+    fb_s.push_back(fb);
+    exposed_s.push_back(exposed);
+    optimizer_s.push_back(optimizer);
+    if (leader)
+      std::printf("step %d ms=%.1f fb_ms=%.1f exposed_comm_ms=%.1f optimizer_ms=%.1f loss=%.4f\n", step - kWarmupSteps,
+                  total * 1e3, fb * 1e3, exposed * 1e3, optimizer * 1e3, loss);
+  }
+  const double step = median(step_s), exposed = median(exposed_s);
+  if (leader) {
+    std::printf("parallel_train_step config=%s world=%d tp=%d dp=%d threads=%d distributed_optimizer=%d overlap=%d "
+                "global_tokens=%ld step_ms=%.1f tok_s=%.1f fb_ms=%.1f exposed_comm_ms=%.1f exposed_pct=%.2f "
+                "optimizer_ms=%.1f\n",
+                options.config.c_str(), world->size(), options.tp, dp, pool.num_threads(),
+                int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
+                long(shape.B * shape.T), step * 1e3, double(shape.B * shape.T) / step, median(fb_s) * 1e3,
+                exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3);
+    std::printf("# memory (rank 0) %s\n", tracker.summary().c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const rf::dist::MpiRuntime mpi;
+  return rf::dist::run_guarded(mpi, "parallel_train_step_bench", [&] { return run(mpi, parse_options(argc, argv)); });
+}
