@@ -30,18 +30,13 @@
 #include "core/thread_pool.h"
 #include "engine/train_engine.h"
 #include "kernels/gemm_peak.h"
+#include "train_step_setup.h"
 
 namespace {
 
 using rf::DType;
-using rf::Tensor;
 
 constexpr int kWarmupSteps = 2;
-constexpr int64_t kIgnoreTarget = -100;
-
-struct BenchShape {
-  int64_t C, L, H, K, F, V, T, B;
-};
 
 struct BenchOptions {
   std::string config = "large";
@@ -49,27 +44,6 @@ struct BenchOptions {
   int num_steps = 5;
   int num_threads = 0;  // 0: one per core
 };
-
-BenchShape bench_shape(const std::string& config) {
-  if (config == "large") return {512, 8, 8, 4, 1408, 8192, 256, 8};
-  if (config == "tiny") return {128, 2, 4, 2, 352, 512, 64, 16};
-  throw rf::ConfigError("--config", "'" + config + "': expected large or tiny");
-}
-
-rf::model::ModelConfig model_config(const BenchShape& s) {
-  rf::model::ModelConfig c;
-  c.vocab_size = s.V;
-  c.hidden_size = s.C;
-  c.intermediate_size = s.F;
-  c.num_hidden_layers = s.L;
-  c.num_attention_heads = s.H;
-  c.num_key_value_heads = s.K;
-  c.head_dim = s.C / s.H;
-  c.max_position_embeddings = std::max<int64_t>(s.T, c.max_position_embeddings);
-  c.tie_word_embeddings = false;
-  c.validate();
-  return c;
-}
 
 // The weights every token multiplies through: q, k, v, o, gate, up, down per layer and the LM head
 // (the embedding is a lookup and the norm gains are elementwise).
@@ -83,43 +57,6 @@ double flops_per_token(const rf::model::ModelConfig& c, int64_t T) {
   const double attention = 6.0 * double(c.num_hidden_layers) * double(T) *
                            double(c.num_attention_heads * c.head_dim);
   return 6.0 * matmul_params(c) + attention;
-}
-
-// Best of a few 2048^3 products; the first call pays for setup and is not counted.
-// B rows of T random tokens, each row its own document: positions restart at 0 and the target of
-// a row's last token is ignored, as the SFT packer does at every document end.
-rf::engine::TensorMap random_micro_batch(const BenchShape& s) {
-  const int64_t N = s.B * s.T;
-  Tensor tokens_N({N}, DType::i64), positions_N({N}, DType::i64), targets_N({N}, DType::i64);
-  const rf::Philox rng(7, 0);
-  int64_t* tokens = tokens_N.data<int64_t>();
-  for (int64_t n = 0; n < N; ++n) tokens[n] = std::min(int64_t(rng.uniform(uint64_t(n)) * double(s.V)), s.V - 1);
-  std::vector<int32_t> cu_seqlens = {0};
-  for (int64_t b = 0; b < s.B; ++b) {
-    for (int64_t t = 0; t < s.T; ++t) {
-      const int64_t n = b * s.T + t;
-      positions_N.data<int64_t>()[n] = t;
-      targets_N.data<int64_t>()[n] = t + 1 < s.T ? tokens[n + 1] : kIgnoreTarget;
-    }
-    cu_seqlens.push_back(int32_t((b + 1) * s.T));
-  }
-  return rf::engine::make_micro_batch(std::move(tokens_N), std::move(positions_N), std::move(targets_N),
-                                      std::move(cu_seqlens));
-}
-
-// The SFT trainer's loss: NLL averaged over the step's loss tokens.
-rf::engine::LossOutput token_mean_nll(const rf::engine::TensorMap& mb, const rf::model::ModelOutputs& out,
-                                      const rf::engine::LossContext& ctx, rf::TensorView dlogp_N, rf::TensorView) {
-  const float* mask = mb.get("loss_mask").data<float>();
-  const float* logp = out.logp_N.data<float>();
-  float* dlogp = dlogp_N.data<float>();
-  const double scale = 1.0 / double(ctx.global_num_tokens);
-  rf::engine::LossOutput result;
-  for (int64_t n = 0; n < dlogp_N.numel(); ++n) {
-    result.loss -= double(mask[n]) * double(logp[n]) * scale;
-    dlogp[n] = float(-double(mask[n]) * scale);
-  }
-  return result;
 }
 
 // Every line of `text` as a `# ` comment, so the summary lines stay easy to grep.
@@ -168,8 +105,8 @@ void run(const BenchOptions& options) {
   print_comment(pool.describe());
   print_comment(kernels.describe());
 
-  const BenchShape shape = bench_shape(options.config);
-  const rf::model::ModelConfig config = model_config(shape);
+  const rf::bench::BenchShape shape = rf::bench::bench_shape(options.config);
+  const rf::model::ModelConfig config = rf::bench::bench_model_config(shape);
   const int64_t N = shape.B * shape.T;
   rf::engine::EngineConfig engine_config;
   engine_config.dtype = options.dtype == "bf16" ? "bfloat16" : "float32";
@@ -189,13 +126,13 @@ void run(const BenchOptions& options) {
               peak.onednn_gflops, peak.best());
 
   std::vector<rf::engine::TensorMap> micro_batches;
-  micro_batches.push_back(random_micro_batch(shape));
+  micro_batches.push_back(rf::bench::random_rows(shape, 0, shape.B));
   std::vector<double> times;
   double loss = 0;
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     const rf::Stopwatch clock;
     const rf::engine::ForwardBackwardResult fb =
-        engine.forward_backward(micro_batches, token_mean_nll, rf::engine::ForwardOnly::no);
+        engine.forward_backward(micro_batches, rf::bench::token_mean_nll, rf::engine::ForwardOnly::no);
     engine.optimizer_step();
     engine.lr_step();
     const double seconds = clock.seconds();

@@ -1,6 +1,5 @@
 // What the training-step benchmarks share: the model shapes (Foundation III's large and tiny configs),
-// a batch of random one-document rows, and the SFT trainer's loss. train_step_bench.cpp still carries
-// its own copies of these (it predates this header).
+// a batch of random one-document rows, and the SFT trainer's loss.
 // Legend: B rows, T tokens per row, C hidden, F FFN, V vocab, L layers, H heads, K kv heads.
 #pragma once
 
