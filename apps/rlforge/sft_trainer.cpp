@@ -153,23 +153,6 @@ Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, co
   return {count ? correct / double(count) : 0.0, count};
 }
 
-// What a multi-rank run cannot do yet: checkpoints hold whole tensors written by one process, and a
-// tensor-parallel engine holds shards (the sharded save and load across layouts is issue #6's next
-// part).
-void check_multi_rank_support(const TrainerConfig& trainer, int world_size) {
-  if (world_size == 1) return;
-  if (trainer.save_freq > 0)
-    throw ConfigError("trainer.save_freq",
-                      fmt::format("{}: checkpoints of a run on {} ranks are not written yet (sharded checkpoints "
-                                  "come next); set trainer.save_freq=0",
-                                  trainer.save_freq, world_size));
-  if (trainer.resume_mode == "auto" && checkpoint::CheckpointReader::latest_step(trainer.default_local_dir))
-    throw ConfigError("trainer.resume_mode",
-                      fmt::format("auto would resume {} on {} ranks, which is not supported yet; set "
-                                  "trainer.resume_mode=disable or use another trainer.default_local_dir",
-                                  trainer.default_local_dir, world_size));
-}
-
 }  // namespace
 
 SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world) {
@@ -183,7 +166,6 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
     core::log_info("{}", pool.describe());
     core::log_info("{}", kernels.describe());
   }
-  check_multi_rank_support(trainer, world.size());
 
   const std::filesystem::path run_dir = trainer.default_local_dir;
   if (lead) {
@@ -302,10 +284,12 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
       summary.val_accuracy = eval.accuracy;
     }
     if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
-      checkpoint::CheckpointWriter writer(trainer.default_local_dir, step);
+      // Every rank writes its part of the step (train_engine.h); rank 0 the trainer's state.
+      checkpoint::CheckpointWriter writer(trainer.default_local_dir, step, world);
       engine.save_checkpoint(writer, kComponent);
-      engine::add_hf_export(writer, export_folder, engine.master_weights());
-      writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
+      engine::add_hf_export(writer, export_folder, engine.master_weights(), parallel);
+      if (lead)
+        writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
       writer.commit();
     }
     metrics.write(row, console && lead);

@@ -14,6 +14,7 @@
 #include "checkpoint/durable_file.h"
 #include "checkpoint/xxhash64.h"
 #include "core/log.h"
+#include "dist/text_collectives.h"
 #include "formats/mapped_file.h"
 #include "formats/safetensors_writer.h"
 
@@ -42,13 +43,35 @@ ShardedTensor whole_tensor(std::string name, TensorView tensor) {
 CheckpointWriter::CheckpointWriter(std::string root_dir, int64_t step) : root_dir_(std::move(root_dir)), step_(step) {
   RF_CHECK(step >= 0, "checkpoint step {} is negative", step);
   manifest_.step = step;
+  create_temp_folder();
+}
+
+CheckpointWriter::CheckpointWriter(std::string root_dir, int64_t step, dist::ProcessGroup& group)
+    : root_dir_(std::move(root_dir)), step_(step), group_(&group) {
+  RF_CHECK(step >= 0, "checkpoint step {} is negative", step);
+  manifest_.step = step;
+  if (group.rank() == 0) {
+    try {
+      create_temp_folder();
+    } catch (...) {
+      dist::broadcast_text(group, "", 0);  // no folder: the others must not wait for one
+      throw;
+    }
+  }
+  temp_dir_ = dist::broadcast_text(group, temp_dir_, 0);
+  if (temp_dir_.empty())
+    throw IoError(root_dir_, fmt::format("rank 0 could not create the temp folder of step {} (its error says why)",
+                                         step));
+}
+
+void CheckpointWriter::create_temp_folder() {
   std::error_code ec;
   fs::create_directories(root_dir_, ec);
   if (ec || !fs::is_directory(root_dir_))
     throw IoError(root_dir_, fmt::format("cannot create the checkpoint folder: {}",
                                          ec ? ec.message() : "a file of that name exists"));
   for (int attempt = 0;; ++attempt) {
-    const std::string candidate = join(root_dir_, fmt::format(".{}.tmp.{}", step_folder_name(step), unique_suffix()));
+    const std::string candidate = join(root_dir_, fmt::format(".{}.tmp.{}", step_folder_name(step_), unique_suffix()));
     if (::mkdir(candidate.c_str(), 0777) == 0) {
       temp_dir_ = candidate;
       break;
@@ -59,6 +82,7 @@ CheckpointWriter::CheckpointWriter(std::string root_dir, int64_t step) : root_di
 }
 
 CheckpointWriter::~CheckpointWriter() {
+  if (writer_rank() != 0 || temp_dir_.empty()) return;  // the temp folder is rank 0's
   // Before commit this is the unpublished step; after a commit that replaced a step, the old one.
   std::error_code ec;
   fs::remove_all(temp_dir_, ec);
@@ -162,6 +186,30 @@ void CheckpointWriter::add_file(const std::string& component, const std::string&
 void CheckpointWriter::commit() {
   RF_CHECK(!committed_, "checkpoint step {}: commit called twice", step_);
   committed_ = true;  // a failed commit is not retried: the caller starts a new writer
+  if (!group_) {
+    publish();
+    return;
+  }
+  constexpr const char* kPublished = "published";
+  const std::vector<std::string> parts = dist::all_gather_texts(*group_, manifest_to_json(manifest_).dump());
+  if (group_->rank() != 0) {
+    if (dist::broadcast_text(*group_, "", 0) != kPublished)
+      throw IoError(root_dir_, fmt::format("rank 0 could not publish step {} (its error says why)", step_));
+    return;
+  }
+  try {
+    manifest_ = Manifest{step_, {}};
+    for (size_t r = 0; r < parts.size(); ++r)
+      merge_manifest(manifest_, manifest_from_json(nlohmann::json::parse(parts[r]), fmt::format("rank {}", r)), int(r));
+    publish();
+  } catch (...) {
+    dist::broadcast_text(*group_, "failed", 0);
+    throw;
+  }
+  dist::broadcast_text(*group_, kPublished, 0);
+}
+
+void CheckpointWriter::publish() {
   write_file_synced(join(temp_dir_, kManifestFileName), manifest_to_json(manifest_).dump(2) + "\n");
   for (const auto& [component, record] : manifest_.components) sync_folder(join(temp_dir_, component));
   sync_folder(temp_dir_);

@@ -21,7 +21,16 @@
 // replace_folder in durable_file.h.) A crashed writer's temp folder is left behind (it is hidden and
 // never read); it is not cleaned up automatically, since another writer may be using it.
 //
-// Not here: gathering shards from several ranks into one step (the distributed save), HF export.
+// Collective save: with a ProcessGroup every rank of it constructs the writer for the same root and
+// step, adds the shards it holds (each to files no other rank writes: e.g. "model-tp1") and commits.
+// Rank 0 creates the temp folder and tells the others its name; every rank writes and fsyncs its own
+// files; commit gathers each rank's part of the manifest to rank 0, which checks that no two ranks
+// wrote the same file, writes the merged manifest and publishes the step as above, then tells every
+// rank the outcome, so commit returns (or throws) on all ranks together and the step is visible to
+// all of them afterwards. The ranks must see one file system at `root_dir` (one machine, or a shared
+// file system on a cluster).
+//
+// Not here: which rank writes which shards (engine/train_engine.h), HF export.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,6 +40,7 @@
 
 #include "checkpoint/manifest.h"
 #include "core/tensor_view.h"
+#include "dist/process_group.h"
 
 namespace rf::checkpoint {
 
@@ -51,9 +61,14 @@ class CheckpointWriter {
   // Creates `root_dir` if needed and the temp step folder; IoError naming `root_dir` if either cannot
   // be created (e.g. the path lies under a regular file, or the folder is not writable).
   CheckpointWriter(std::string root_dir, int64_t step);
+  // The collective writer over `group` (kept by reference); see the file comment. A failure on rank 0
+  // (creating or publishing) makes every rank throw; a failure on another rank before commit leaves
+  // rank 0 waiting in commit, as any collective does: the guarded main aborts the job.
+  CheckpointWriter(std::string root_dir, int64_t step, dist::ProcessGroup& group);
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
-  // An uncommitted writer removes its temp folder, so nothing it wrote becomes visible.
+  // An uncommitted writer removes its temp folder (rank 0 of a collective one), so nothing it wrote
+  // becomes visible.
   ~CheckpointWriter();
 
   // Writes `shards` to <component>/<file_stem>.safetensors now (the views need not outlive the call).
@@ -73,8 +88,14 @@ class CheckpointWriter {
 
   const std::string& root_dir() const { return root_dir_; }
   int64_t step() const { return step_; }
+  // The ranks writing this step together (1 without a group) and this one's place among them.
+  int num_writers() const { return group_ ? group_->size() : 1; }
+  int writer_rank() const { return group_ ? group_->rank() : 0; }
 
  private:
+  void create_temp_folder();
+  // Writes the manifest, makes everything durable and renames the temp folder into place.
+  void publish();
   // The folder of `component` inside the temp folder, created on first use.
   std::string component_folder(const std::string& component);
   bool has_file(const std::string& component, const std::string& file_name) const;
@@ -82,6 +103,7 @@ class CheckpointWriter {
 
   std::string root_dir_;
   int64_t step_ = 0;
+  dist::ProcessGroup* group_ = nullptr;  // a collective save's ranks
   std::string temp_dir_;
   Manifest manifest_;
   bool committed_ = false;

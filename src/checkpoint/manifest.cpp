@@ -181,4 +181,23 @@ Manifest manifest_from_json(const nlohmann::json& json, const std::string& path)
   return ManifestParser(path).parse(json);
 }
 
+void merge_manifest(Manifest& whole, const Manifest& part, int rank) {
+  for (const auto& [name, from] : part.components) {
+    ComponentRecord& into = whole.components[name];
+    for (const auto& [file, record] : from.files)
+      RF_CHECK(into.files.emplace(file, record).second, "checkpoint {}/{}: written by rank {} and by another rank",
+               name, file, rank);
+    for (const auto& [doc, file] : from.json_files)
+      RF_CHECK(into.json_files.emplace(doc, file).second,
+               "checkpoint {}: JSON document '{}' written by rank {} and by another rank", name, doc, rank);
+    for (const auto& [tensor_name, tensor] : from.tensors) {
+      const auto [it, first] = into.tensors.emplace(tensor_name, TensorRecord{tensor.global_shape, {}});
+      RF_CHECK(first || it->second.global_shape == tensor.global_shape,
+               "checkpoint {}: '{}' has global shape {} on rank {} and {} on another rank", name, tensor_name,
+               tensor.global_shape.to_string(), rank, it->second.global_shape.to_string());
+      it->second.shards.insert(it->second.shards.end(), tensor.shards.begin(), tensor.shards.end());
+    }
+  }
+}
+
 }  // namespace rf::checkpoint

@@ -73,4 +73,8 @@ nlohmann::json manifest_to_json(const Manifest& manifest);
 // their global shape and listed in `files`); throws IoError naming `path` and the bad entry.
 Manifest manifest_from_json(const nlohmann::json& json, const std::string& path);
 
+// Adds `part`, what rank `rank` of a collective save wrote, to `whole`. rf::Error naming the component
+// and entry when two ranks wrote the same file or JSON document, or disagree on a tensor's global shape.
+void merge_manifest(Manifest& whole, const Manifest& part, int rank);
+
 }  // namespace rf::checkpoint

@@ -1,56 +1,72 @@
-// TrainEngine's checkpoint: what makes a resumed run continue bit for bit.
+// TrainEngine's checkpoint: what makes a resumed run continue bit for bit, at any parallel layout
+// (checkpoint_shards.h says which rank saves and reads which boxes).
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint_shards.h"
 #include "engine/train_engine.h"
 
 namespace rf::engine {
 namespace {
 
-std::vector<checkpoint::ShardedTensor> by_name(const model::ParamLayout& layout, TensorView flat,
-                                              const std::string& prefix) {
-  std::vector<checkpoint::ShardedTensor> shards;
-  for (const model::ParamEntry& e : layout.entries())
-    shards.push_back(checkpoint::whole_tensor(prefix + e.name, flat.slice(0, e.offset, e.shape.numel()).reshape(e.shape)));
-  return shards;
+// "model" on one rank; "model-tp1", "optimizer-tp0-dp3", ... when several ranks each write a part.
+std::string file_stem(const char* what, const dist::ProcessGroup& tp, const dist::ProcessGroup* dp) {
+  std::string stem = what;
+  if (tp.size() > 1) stem += fmt::format("-tp{}", tp.rank());
+  if (dp && dp->size() > 1) stem += fmt::format("-dp{}", dp->rank());
+  return stem;
 }
 
-// The optimizer state is stored laid out like the parameters; a distributed optimizer holds only its
-// DP shard of it, which needs the sharded checkpoint format (issue #6) to be written and read back.
-void check_unsharded(const optim::BucketPlan& plan, const char* what) {
-  if (plan.sharded())
-    throw ConfigError("use_distributed_optimizer",
-                      fmt::format("{} a checkpoint of an optimizer sharded over {} DP ranks is not supported yet",
-                                  what, plan.num_shards()));
+void add_nonempty(checkpoint::CheckpointWriter& writer, const std::string& component, const std::string& stem,
+                  const std::vector<checkpoint::ShardedTensor>& shards) {
+  if (!shards.empty()) writer.add_tensors(component, stem, shards);
 }
 
-void read_by_name(const checkpoint::CheckpointReader& reader, const std::string& component,
-                  const model::ParamLayout& layout, TensorView flat, const std::string& prefix) {
-  for (const model::ParamEntry& e : layout.entries())
-    reader.read_tensor(component, prefix + e.name, flat.slice(0, e.offset, e.shape.numel()).reshape(e.shape));
+void read_all(const checkpoint::CheckpointReader& reader, const std::string& component,
+              const std::vector<checkpoint::ShardedTensor>& shards) {
+  for (const checkpoint::ShardedTensor& s : shards) reader.read_tensor(component, s.name, s.local, s.global_offset);
 }
 
 }  // namespace
 
 void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const {
-  check_unsharded(bucket_plan_, "saving");
+  RF_CHECK(writer.num_writers() == parallel_.role().size(),
+           "saving {}: the checkpoint writer has {} ranks but the engine runs on {}: every rank of the engine "
+           "writes its part of the step",
+           component, writer.num_writers(), parallel_.role().size());
   const model::ParamLayout& layout = master_.layout();
-  writer.add_tensors(component, "model", by_name(layout, master_.flat(), ""));
-  auto moments = by_name(layout, optimizer_.exp_avg(), "exp_avg.");
-  auto second = by_name(layout, optimizer_.exp_avg_sq(), "exp_avg_sq.");
-  moments.insert(moments.end(), second.begin(), second.end());
-  writer.add_tensors(component, "optimizer", moments);
-  writer.add_json(component, "engine_state",
-                  nlohmann::json{{"optimizer_steps", optimizer_.num_steps()},
-                                 {"scheduler_steps", scheduler_.num_steps()},
-                                 {"model_config", model_config_.to_json()}});
+  const bool first_dp = parallel_.dp().rank() == 0;
+  const TpReplicas replicas = parallel_.tp().rank() == 0 ? TpReplicas::include : TpReplicas::skip;
+  if (first_dp) add_nonempty(writer, component, file_stem("model", parallel_.tp(), nullptr),
+                             param_shards(layout, master_.flat(), "", replicas));
+  if (first_dp || bucket_plan_.sharded()) {
+    const dist::ProcessGroup* dp = bucket_plan_.sharded() ? &parallel_.dp() : nullptr;
+    auto moments = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", replicas);
+    const auto second = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", replicas);
+    moments.insert(moments.end(), second.begin(), second.end());
+    add_nonempty(writer, component, file_stem("optimizer", parallel_.tp(), dp), moments);
+  }
+  if (parallel_.role().rank() == 0) {
+    const dist::RankLayout& ranks = parallel_.layout();
+    writer.add_json(component, "engine_state",
+                    nlohmann::json{{"optimizer_steps", optimizer_.num_steps()},
+                                   {"scheduler_steps", scheduler_.num_steps()},
+                                   {"model_config", model_config_.to_json()},
+                                   // For people reading the folder: any layout loads it.
+                                   {"saved_by", {{"tensor_model_parallel_size", parallel_.tp().size()},
+                                                 {"data_parallel_size", parallel_.dp().size()},
+                                                 {"use_distributed_optimizer", bucket_plan_.sharded()},
+                                                 {"world_size", ranks.dims().world_size}}}});
+  }
 }
 
 void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component) {
-  check_unsharded(bucket_plan_, "loading");
   const model::ParamLayout& layout = master_.layout();
-  read_by_name(reader, component, layout, master_.flat(), "");
-  read_by_name(reader, component, layout, optimizer_.exp_avg(), "exp_avg.");
-  read_by_name(reader, component, layout, optimizer_.exp_avg_sq(), "exp_avg_sq.");
+  read_all(reader, component, param_shards(layout, master_.flat(), "", TpReplicas::include));
+  read_all(reader, component, optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", TpReplicas::include));
+  read_all(reader, component,
+           optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", TpReplicas::include));
   const nlohmann::json state = reader.read_json(component, "engine_state");
   try {
     optimizer_.set_num_steps(state.at("optimizer_steps").get<int64_t>());

@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "model/hf_weights.h"
+#include "model/tp_gather.h"
 
 namespace rf::engine {
 namespace {
@@ -27,16 +28,28 @@ nlohmann::json read_json_text(const std::string& path) {
   }
 }
 
-// Each weight of `params` as one whole shard in its stored dtype; converted copies are kept in `owned`.
+// Each weight of `params` as one whole shard in its stored dtype; converted or gathered copies are kept
+// in `owned`. With TP every rank of `tp` gathers each weight (a collective) and `keep` says whether
+// this rank also keeps it.
 std::vector<checkpoint::ShardedTensor> in_stored_dtypes(const model::HfModelFolder& folder,
-                                                        const model::ParamStore& params, std::vector<Tensor>& owned) {
+                                                        const model::ParamStore& params, dist::ProcessGroup& tp,
+                                                        bool keep, std::vector<Tensor>& owned) {
   std::vector<checkpoint::ShardedTensor> shards;
-  owned.reserve(params.layout().entries().size());
+  owned.reserve(2 * params.layout().entries().size());
   for (const model::ParamEntry& e : params.layout().entries()) {
-    const TensorView weight = params.get(e.name);
+    TensorView weight = params.get(e.name);
+    if (tp.size() > 1) {
+      Tensor whole = model::gather_tp_tensor(e, weight, tp);
+      if (!keep) continue;
+      owned.push_back(std::move(whole));
+      weight = owned.back().view();
+    }
     const DType stored = folder.weight_dtypes.at(e.name);
-    if (stored != weight.dtype()) owned.push_back(clone(weight, stored));
-    shards.push_back(checkpoint::whole_tensor(e.name, stored == weight.dtype() ? weight : owned.back().view()));
+    if (stored != weight.dtype()) {
+      owned.push_back(clone(weight, stored));
+      weight = owned.back().view();
+    }
+    shards.push_back(checkpoint::whole_tensor(e.name, weight));
   }
   return shards;
 }
@@ -84,16 +97,21 @@ void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& ta
   if (dtype) folder.set_dtype(*dtype);
 
   std::vector<Tensor> owned;
+  dist::SingleProcessGroup one_rank("tp");
   checkpoint::CheckpointWriter writer(target.root, target.step);
-  writer.add_tensors(kWeightsComponent, "model", in_stored_dtypes(folder, params, owned));
+  writer.add_tensors(kWeightsComponent, "model", in_stored_dtypes(folder, params, one_rank, true, owned));
   add_hf_folder_record(writer, folder);
   writer.commit();
 }
 
 void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
-                   const model::ParamStore& params) {
+                   const model::ParamStore& params, const dist::ParallelContext& parallel) {
+  if (parallel.dp().rank() != 0) return;  // the other DP replicas hold the same weights
+  const bool writes = parallel.role().rank() == 0;
   std::vector<Tensor> owned;
-  writer.add_tensors(kHfComponent, "model", in_stored_dtypes(folder, params, owned));
+  const auto shards = in_stored_dtypes(folder, params, parallel.tp(), writes, owned);
+  if (!writes) return;
+  writer.add_tensors(kHfComponent, "model", shards);
   add_hf_folder_record(writer, folder);
 }
 

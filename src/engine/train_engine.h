@@ -87,8 +87,12 @@ class TrainEngine {
   double lr() const { return scheduler_.lr(); }
 
   // Checkpoints under `component` (e.g. "actor"): the f32 master weights by HF name ("model"), the
-  // AdamW moments ("optimizer") and the step counts. Loading restores all of them, so training
-  // continues bit for bit; a checkpoint of another model shape is an IoError naming the tensor.
+  // AdamW moments by parameter ("optimizer": exp_avg.<name>, exp_avg_sq.<name>) and the step counts.
+  // Saving is collective over the engine's ranks, with a writer over the same ranks; each writes its
+  // part as boxes of the global tensors (checkpoint_shards.h), so a step saved at one TP x DP layout,
+  // with or without the distributed optimizer, loads at any other. Loading restores everything, so
+  // training continues as it would have; a checkpoint of another model shape is an IoError naming
+  // the tensor.
   void save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const;
   void load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component);
 

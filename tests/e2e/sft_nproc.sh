@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # `rlforge sft --nproc N` trains like one process: 20 steps of the main job's config at TP2, TP2+SP and
 # (4 ranks) TP2 x DP2 + SP + distributed optimizer, per-step losses equal to 1e-5 relative, the same
-# token counts and held-out accuracy; and what a multi-rank run cannot do yet (checkpoints, resuming)
-# is refused once, naming the key.
+# token counts and held-out accuracy. Checkpoints cross layouts (issue #6, acceptance 3): a run at
+# TP2 x DP2 (+SP, distributed optimizer) resumed from its step-10 checkpoint at one process, and a
+# one-process run resumed at TP2 x DP2, both match the uninterrupted one-process run; the four-rank
+# checkpoint converts to an HF folder whose weights are bit for bit those the run exported itself.
+# What a multi-rank run cannot do yet (CP) is refused once, naming the key.
 source "$(dirname "$0")/common.sh"
 
 base=(--config examples/sft_arith.yaml trainer.total_training_steps=20 trainer.test_freq=10 trainer.save_freq=0
       trainer.resume_mode=disable optim.lr_warmup_steps=5 trainer.logger='[jsonl]')
-OMP_NUM_THREADS=2 quiet "$RLFORGE" sft "${base[@]}" trainer.default_local_dir="$SCRATCH/one"
-# name ranks megatron overrides...: the run's per-step losses against the one-process run's.
-compare() {
-  local name=$1 ranks=$2; shift 2
-  quiet "$RLFORGE" sft --nproc "$ranks" "${base[@]}" trainer.default_local_dir="$SCRATCH/$name" "$@"
-  python3 - "$SCRATCH/one/metrics.jsonl" "$SCRATCH/$name/metrics.jsonl" "$name" <<'PY'
+OMP_NUM_THREADS=2 quiet "$RLFORGE" sft "${base[@]}" trainer.default_local_dir="$SCRATCH/one" trainer.save_freq=10
+tp2_sp_dp2_distopt=(megatron.tensor_model_parallel_size=2 megatron.sequence_parallel=true
+                    megatron.use_distributed_optimizer=true)
+# name: the run in $SCRATCH/name logged per-step losses equal to the one-process run's.
+expect_like_one_process() {
+  python3 - "$SCRATCH/one/metrics.jsonl" "$SCRATCH/$1/metrics.jsonl" "$1" <<'PY'
 import json, sys
 one = [json.loads(line) for line in open(sys.argv[1])]
 run = [json.loads(line) for line in open(sys.argv[2])]
@@ -25,15 +28,54 @@ assert all(a["perf/tokens"] == b["perf/tokens"] for a, b in zip(one, run)), "tok
 print(f"ok: {sys.argv[3]}: 20 steps, losses within {worst:.1e} relative of one process")
 PY
 }
+# name ranks megatron overrides...: a run from scratch.
+compare() {
+  local name=$1 ranks=$2; shift 2
+  quiet "$RLFORGE" sft --nproc "$ranks" "${base[@]}" trainer.default_local_dir="$SCRATCH/$name" "$@"
+  expect_like_one_process "$name"
+}
+# folder: as if the run had been killed after its step-10 checkpoint.
+back_to_step_10() {
+  rm -rf "$1/global_step_20"
+  echo 10 > "$1/latest_checkpointed_iteration.txt"
+}
+# Every tensor of two safetensors files, bit for bit.
+same_weights() {
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n]); header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in header.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
+bad = [k for k in a if a[k] != b[k]]
+assert not bad, f"differ: {bad}"
+print(f"ok: {len(a)} tensors bit for bit")
+PY
+}
 compare tp2 2 megatron.tensor_model_parallel_size=2
 compare tp2_sp 2 megatron.tensor_model_parallel_size=2 megatron.sequence_parallel=true
 # Issue #6's acceptance 2: TP2 x DP2 with SP and the distributed optimizer on four ranks.
-compare tp2_sp_dp2_distopt 4 megatron.tensor_model_parallel_size=2 megatron.sequence_parallel=true \
-  megatron.use_distributed_optimizer=true
+compare tp2_sp_dp2_distopt 4 "${tp2_sp_dp2_distopt[@]}"
 
-out=$("$RLFORGE" sft --nproc 2 "${base[@]}" trainer.default_local_dir="$SCRATCH/refused" trainer.save_freq=5 \
-      megatron.tensor_model_parallel_size=2 2>&1) && fail "a checkpointing multi-rank run was accepted"
-[[ $(grep -c "rlforge: .*trainer.save_freq" <<<"$out") == 1 ]] || fail "expected one trainer.save_freq error: $out"
+# Issue #6's acceptance 3: checkpoints across layouts.
+quiet "$RLFORGE" sft --nproc 4 "${base[@]}" trainer.default_local_dir="$SCRATCH/to_one" trainer.save_freq=10 \
+  "${tp2_sp_dp2_distopt[@]}"
+quiet "$RLFORGE" convert --from "$SCRATCH/to_one/global_step_20" --to "$SCRATCH/to_one_hf"
+same_weights "$SCRATCH/to_one_hf/model.safetensors" "$SCRATCH/to_one/global_step_20/huggingface/model.safetensors"
+back_to_step_10 "$SCRATCH/to_one"
+OMP_NUM_THREADS=2 quiet "$RLFORGE" sft "${base[@]}" trainer.default_local_dir="$SCRATCH/to_one" trainer.resume_mode=auto
+grep -q "resumed from .*global_step_10" "$SCRATCH/last.log" || fail "the one-process run did not resume"
+expect_like_one_process to_one
+cp -r "$SCRATCH/one" "$SCRATCH/to_four"
+back_to_step_10 "$SCRATCH/to_four"
+quiet "$RLFORGE" sft --nproc 4 "${base[@]}" trainer.default_local_dir="$SCRATCH/to_four" trainer.resume_mode=auto \
+  "${tp2_sp_dp2_distopt[@]}"
+expect_like_one_process to_four
+
 out=$("$RLFORGE" sft --nproc 2 "${base[@]}" trainer.default_local_dir="$SCRATCH/refused" \
       megatron.tensor_model_parallel_size=2 megatron.context_parallel_size=2 2>&1) && fail "CP 2 was accepted"
 grep -q "context_parallel_size" <<<"$out" || fail "expected a context_parallel_size error: $out"

@@ -128,7 +128,7 @@ TEST_F(HfCheckpoint, ATrainersExportKeepsEverythingButTheWeights) {
   fill_uniform(trained.flat(), Philox(6, 0), -1.0, 1.0);  // "training" changed every weight
   {
     checkpoint::CheckpointWriter writer(path("run"), 4);
-    add_hf_export(writer, folder, trained);
+    add_hf_export(writer, folder, trained, dist::ParallelContext::single_process());
     writer.commit();
   }
   checkpoint_to_hf_folder(locate_checkpoint_step(path("run")), path("exported"), {});

@@ -178,9 +178,7 @@ TEST(DataParallel, TrainsLikeOneRank) {
 }
 
 TEST(DataParallel, NoBackwardOnceTheStepIsReduced) {
-  dist::ParallelDims dims;
-  dims.world_size = world().size();
-  dist::ParallelContext context = dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
+  dist::ParallelContext context = parallel_testing::data_parallel_context(world());
   engine::EngineConfig engine_config;
   engine_config.dtype = "float32";
   optim::OptimConfig optim;

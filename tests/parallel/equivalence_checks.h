@@ -35,6 +35,13 @@ inline model::ModelConfig small_model_config(model::Arch arch, bool tied, int64_
   return c;
 }
 
+// Every rank of `world` a data-parallel rank (TP 1).
+inline dist::ParallelContext data_parallel_context(dist::ProcessGroup& world) {
+  dist::ParallelDims dims;
+  dims.world_size = world.size();
+  return dist::ParallelContext::create(dist::RankLayout(dims), world, false);
+}
+
 inline engine::TensorMap micro_batch(const std::vector<std::vector<int64_t>>& docs) {
   const model::PackedSequences p = model::pack_sequences(docs);
   return engine::make_micro_batch(clone(p.tokens_N, DType::i64), clone(p.positions_N, DType::i64),
