@@ -1,9 +1,11 @@
 // `rlforge sft --config FILE [key=value ...]`: reads the YAML config, applies dotted overrides
 // (`trainer.total_training_steps=200`, `+a.b=1` adds a key), binds it into the typed SftConfig (errors
-// name the key path), and runs the trainer. `rlforge config-docs` prints docs/config.md.
+// name the key path), checks its parallel layout against the world before any work, and runs the
+// trainer. `rlforge config-docs` prints docs/config.md.
 #include <cstdio>
 
 #include "apps/rlforge/commands.h"
+#include "apps/rlforge/sft_parallel.h"
 #include "apps/rlforge/sft_trainer.h"
 #include "config/bind.h"
 #include "config/config_tree.h"
@@ -34,6 +36,7 @@ Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi) {
     tree.apply_overrides(*overrides);
     SftConfig sft = config::bind<SftConfig>(tree.root(), "");
     const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
+    check_parallel_layout(sft, world->size());
     const SftSummary summary = run_sft(sft, YAML::Dump(config::to_yaml(sft)), *world);
     return summary.steps_run >= 0 ? 0 : 1;
   };

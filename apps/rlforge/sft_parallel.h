@@ -1,14 +1,24 @@
 // How `rlforge sft` runs on several ranks: the parallel layout of its megatron config over the
-// world, and each data-parallel rank's share of a step's examples.
+// world, checked whole before the run starts, and each data-parallel rank's share of a step's examples.
 #pragma once
 
 #include <vector>
 
+#include "apps/rlforge/sft_config.h"
 #include "data/task.h"
 #include "dist/parallel_context.h"
 #include "engine/engine_config.h"
 
 namespace rf::apps {
+
+// The layout of `config` on `world_size` ranks, from the config alone: the megatron sizes against the
+// world (RankLayout's rules), TP against the model's heads, kv heads and FFN (model.path's config.json
+// or model.config), DP against data.train_batch_size. Every rank reaches the same verdict without
+// talking to the others, so a wrong layout fails on all of them alike, before the run folder, the
+// tokenizer, the data or the model. ConfigError keyed by the path the user wrote
+// (megatron.tensor_model_parallel_size). EngineConfig::validate (run when the config is read) has
+// already refused sizes < 1, SP without TP and the axes not supported yet.
+void check_parallel_layout(const SftConfig& config, int world_size);
 
 // The engine's groups: TP (and SP) as config.megatron says, DP whatever is left of the world. A world
 // of one is the single-process context. ConfigError naming the key for a layout that does not fit.

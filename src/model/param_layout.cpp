@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -70,17 +71,19 @@ int64_t padded_vocab_size(int64_t vocab_size, const TensorParallelShard& tp) {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+void check_tp_divides(const ModelConfig& c, int64_t tp_size) {
+  const std::pair<const char*, int64_t> split_evenly[] = {{"num_attention_heads", c.num_attention_heads},
+                                                          {"num_key_value_heads", c.num_key_value_heads},
+                                                          {"intermediate_size", c.intermediate_size}};
+  for (const auto& [key, value] : split_evenly)
+    if (value % tp_size != 0)
+      throw ConfigError("tensor_model_parallel_size", fmt::format("{} does not divide {} = {}", tp_size, key, value));
+}
+
 ParamLayout ParamLayout::for_model(const ModelConfig& c, const TensorParallelShard& tp) {
-  auto require_divisible = [&](const char* key, int64_t value) {
-    if (value % tp.size != 0)
-      throw ConfigError("tensor_model_parallel_size",
-                        fmt::format("{} does not divide {} = {}", tp.size, key, value));
-  };
   RF_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size, "TP rank {} of {}", tp.rank, tp.size);
   RF_CHECK(tp.vocab_multiple >= 1, "make_vocab_size_divisible_by must be >= 1, got {}", tp.vocab_multiple);
-  require_divisible("num_attention_heads", c.num_attention_heads);
-  require_divisible("num_key_value_heads", c.num_key_value_heads);
-  require_divisible("intermediate_size", c.intermediate_size);
+  check_tp_divides(c, tp.size);
   ParamLayout layout;
   layout.tp_ = tp;
   layout.padded_vocab_ = model::padded_vocab_size(c.vocab_size, tp);

@@ -47,7 +47,7 @@ struct ParamEntry {
 
 class ParamLayout {
  public:
-  // Checks that the TP size divides the heads, kv heads and FFN (ConfigError naming the key).
+  // Checks that the TP size divides the heads, kv heads and FFN (check_tp_divides).
   static ParamLayout for_model(const ModelConfig& config, const TensorParallelShard& tp = {});
 
   // A parameter split `split` over the layout's TP ranks (hf_shape's split dim padded to
@@ -72,6 +72,11 @@ class ParamLayout {
 // The vocabulary rows of a TP layout: V itself at TP 1, else V rounded up to a multiple of
 // vocab_multiple x TP (Megatron's _vocab_size_with_padding).
 int64_t padded_vocab_size(int64_t vocab_size, const TensorParallelShard& tp);
+
+// ConfigError keyed tensor_model_parallel_size unless `tp_size` divides the query heads, the kv heads
+// (so each rank keeps whole GQA groups) and the FFN width: what a TP layout splits evenly. for_model
+// checks it; a run checks it earlier, from its config alone, so that it fails before any work.
+void check_tp_divides(const ModelConfig& config, int64_t tp_size);
 
 // HF names of one decoder layer's parameters.
 std::string layer_param_name(int64_t layer, const char* suffix);

@@ -95,5 +95,26 @@ TEST(ParamLayout, TiedModelHasNoLmHeadAndOffsetsAreAligned) {
   EXPECT_EQ(layout.num_parameters(), 32 * 16 + 2 * per_layer + 16);
 }
 
+TEST(ParamLayout, TpSplitsHeadsKvHeadsAndFfnEvenly) {
+  auto j = llama_json();  // 4 heads, 2 kv heads, FFN 24
+  const ModelConfig c = ModelConfig::from_json(j, "test");
+  check_tp_divides(c, 2);
+  auto expect_refused = [](const ModelConfig& config, int64_t tp, const std::string& fragment) {
+    try {
+      check_tp_divides(config, tp);
+      ADD_FAILURE() << "expected a ConfigError for TP " << tp;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key_path(), "tensor_model_parallel_size") << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(c, 3, "3 does not divide num_attention_heads = 4");
+  expect_refused(c, 4, "4 does not divide num_key_value_heads = 2");
+  j["intermediate_size"] = 25;
+  expect_refused(ModelConfig::from_json(j, "test"), 2, "2 does not divide intermediate_size = 25");
+  // The layout of one TP rank is refused the same way.
+  EXPECT_THROW(ParamLayout::for_model(c, TensorParallelShard{.rank = 0, .size = 4}), ConfigError);
+}
+
 }  // namespace
 }  // namespace rf::model
