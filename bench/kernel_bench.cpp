@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench_args.h"
+#include "bench_timing.h"
 #include "core/philox.h"
 #include "core/stopwatch.h"
 #include "core/tensor.h"
@@ -45,31 +46,14 @@ constexpr int64_t kB = 8, kT = 256, kN = kB * kT, kC = 512, kH = 8, kK = 4, kD =
 // parameter count (4.2M each for the embedding and the untied head, 2.95M per layer).
 constexpr int64_t kNumParams = int64_t(1) << 24;
 constexpr int kMinReps = 5;
-// Fast kernels repeat until about this long (bounded), so millisecond ops get a steadier median.
-constexpr double kTargetSeconds = 0.25;
-constexpr int kMaxReps = 25;
 constexpr int kPeakReps = 10;
+// `ref` takes kMinReps calls; fast kernels repeat until about 0.25 s (at most 25 calls), so
+// millisecond ops get a steadier median.
+constexpr rf::bench::Repetitions kRefReps{kMinReps, kMinReps, 0.0};
+constexpr rf::bench::Repetitions kFastReps{kMinReps, 25, 0.25};
 
-double seconds_of(const std::function<void()>& fn) {
-  const rf::Stopwatch clock;
-  fn();
-  return clock.seconds();
-}
-
-// kMinReps calls, or (fast kernels) as many as fill about kTargetSeconds, up to kMaxReps.
-enum class Reps { minimum, fill_target };
-
-// Median wall time of `fn` after one warm-up call.
-double median_seconds(const std::function<void()>& fn, Reps policy) {
-  const double first = seconds_of(fn);
-  const int reps = policy == Reps::fill_target
-                       ? std::clamp(int(kTargetSeconds / std::max(first, 1e-6)), kMinReps, kMaxReps)
-                       : kMinReps;
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) times.push_back(seconds_of(fn));
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  return times[reps / 2];
-}
+using rf::bench::median_seconds;
+using rf::bench::seconds_of;
 
 // Best wall time of kPeakReps calls after a warm-up: a peak is the rate the machine reaches, and
 // other processes on a shared machine only ever slow a call down.
@@ -395,11 +379,11 @@ int main(int argc, char** argv) {
     for (const OpCase& c : make_cases(workload)) {
       const int64_t ref_rows = c.full_rows / c.ref_divisor;
       const double ref_seconds =
-          median_seconds([&] { c.run(ref::table(), ref_rows); }, Reps::minimum) * double(c.ref_divisor);
+          median_seconds([&] { c.run(ref::table(), ref_rows); }, kRefReps) * double(c.ref_divisor);
       report(c, dtype, KernelVariant::ref, ref_seconds, ref_seconds, peaks);
       for (KernelVariant v : fast) {
         const KernelTable& table = table_of(v);
-        report(c, dtype, v, median_seconds([&] { c.run(table, c.full_rows); }, Reps::fill_target), ref_seconds, peaks);
+        report(c, dtype, v, median_seconds([&] { c.run(table, c.full_rows); }, kFastReps), ref_seconds, peaks);
       }
     }
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/blas_info.h"
 
 namespace rf::kernels {
@@ -39,6 +40,7 @@ std::string_view kernel_op_name(KernelOp op) {
     case KernelOp::logprob: return "logprob";
     case KernelOp::adamw: return "adamw";
     case KernelOp::grad_norm: return "grad_norm";
+    case KernelOp::paged_attention: return "paged_attention";
   }
   return "?";
 }
@@ -62,10 +64,15 @@ bool variant_supports(KernelVariant variant, DType dtype) {
 }
 
 KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
-    : features_(features), f32_gemm_(config.f32_gemm) {
+    : features_(features),
+      f32_gemm_(config.batch_invariant ? GemmLibrary::onednn : config.f32_gemm),
+      batch_invariant_(config.batch_invariant) {
   if (config.optimization_level < 0 || config.optimization_level > 2)
     throw ConfigError("kernels.optimization_level",
                       fmt::format("expected 0, 1 or 2, got {}", config.optimization_level));
+  if (config.batch_invariant && config.f32_gemm == GemmLibrary::openblas)
+    core::log_warning("kernels.f32_gemm: openblas has no effect on a batch-invariant registry (the rollout's): its "
+                      "f32 linear layers run on onednn, whose rows do not depend on the batch");
   KernelVariant best = KernelVariant::ref;
   if (config.optimization_level > 0) {
     best = can_run(KernelVariant::cpu_avx512) ? KernelVariant::cpu_avx512
@@ -91,7 +98,7 @@ KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
     for (int d = 0; d < kNumDTypes; ++d) {
       const KernelVariant wanted = per_op[size_t(op)];
       const bool gemm_backed = KernelOp(op) == KernelOp::gemm || KernelOp(op) == KernelOp::linear;
-      const GemmLibrary library = gemm_backed && DType(d) == DType::f32 ? config.f32_gemm : GemmLibrary::onednn;
+      const GemmLibrary library = gemm_backed && DType(d) == DType::f32 ? f32_gemm_ : GemmLibrary::onednn;
       choice_[size_t(op)][size_t(d)] =
           &table_of(variant_supports(wanted, DType(d)) ? wanted : KernelVariant::ref, library);
     }
@@ -132,8 +139,8 @@ std::string KernelRegistry::describe() const {
   for (int op = 0; op < kNumKernelOps; ++op)
     ops += fmt::format("{}{}={}", op ? " " : "", kernel_op_name(KernelOp(op)),
                        kernel_variant_name(choice_[size_t(op)][size_t(DType::f32)]->variant));
-  return fmt::format("cpu: {}\nkernels (f32/bf16): {}\nf32 gemm: {}; blas: {}", features_.describe(), ops,
-                     gemm_library_name(f32_gemm_), blas_info());
+  return fmt::format("cpu: {}\nkernels (f32/bf16): {}\nf32 gemm: {}{}; blas: {}", features_.describe(), ops,
+                     gemm_library_name(f32_gemm_), batch_invariant_ ? " (batch-invariant)" : "", blas_info());
 }
 
 }  // namespace rf::kernels

@@ -5,6 +5,10 @@
 //  - `force_variant` pins every op to one variant (an error if this CPU cannot run it);
 //    `overrides` pin single ops, e.g. {attention -> ref} to bisect a numerics question.
 //  - `f32_gemm` picks the library under the cpu variants' f32 gemm and linear ops.
+//  - `batch_invariant` makes every op compute each row independently of the other rows of its call
+//    (the rollout path, issue #7): the f32 gemm and linear ops then run on oneDNN whatever `f32_gemm`
+//    says, since OpenBLAS's sgemm changes a row's arithmetic with the row count (tests/kernels/
+//    batch_invariance_test.cpp). Every other op, and oneDNN's matmul, is row-invariant as it is.
 // Created once in `main` and passed down by const reference; its call-through methods pick the
 // table by the dtype of the op's first floating input.
 #pragma once
@@ -25,6 +29,7 @@ struct KernelConfig {
   std::optional<KernelVariant> force_variant;
   std::vector<std::pair<KernelOp, KernelVariant>> overrides;
   GemmLibrary f32_gemm = GemmLibrary::onednn;
+  bool batch_invariant = false;
 };
 
 class KernelRegistry {
@@ -34,6 +39,7 @@ class KernelRegistry {
   const KernelTable& table(KernelOp op, DType dtype) const;
   KernelVariant variant(KernelOp op, DType dtype) const { return table(op, dtype).variant; }
   const CpuFeatures& cpu_features() const { return features_; }
+  bool batch_invariant() const { return batch_invariant_; }
   // Whether this CPU can run `variant` (ref and cpu_generic always can).
   bool can_run(KernelVariant variant) const;
   // The start-up line: CPU features, the variant picked per op for f32/bf16, the BLAS in use.
@@ -108,12 +114,22 @@ class KernelRegistry {
   }
   double sum_squares(TensorView x) const { return table(KernelOp::grad_norm, x.dtype()).sum_squares(x); }
   void scale(TensorView x, double factor) const { table(KernelOp::grad_norm, x.dtype()).scale(x, factor); }
+  void paged_attention_forward(const PagedAttentionParams& p, TensorView q_NHD, TensorView k_cache_PZKD,
+                               TensorView v_cache_PZKD, TensorView out_NHD) const {
+    table(KernelOp::paged_attention, q_NHD.dtype()).paged_attention_forward(p, q_NHD, k_cache_PZKD, v_cache_PZKD, out_NHD);
+  }
+  void kv_cache_write(TensorView k_NKD, TensorView v_NKD, TensorView slot_mapping_N, TensorView k_cache_PZKD,
+                      TensorView v_cache_PZKD) const {
+    table(KernelOp::paged_attention, k_cache_PZKD.dtype())
+        .kv_cache_write(k_NKD, v_NKD, slot_mapping_N, k_cache_PZKD, v_cache_PZKD);
+  }
 
  private:
   const KernelTable& table_of(KernelVariant variant, GemmLibrary f32_gemm) const;
 
   CpuFeatures features_;
   GemmLibrary f32_gemm_;
+  bool batch_invariant_;
   std::array<std::array<const KernelTable*, kNumDTypes>, kNumKernelOps> choice_{};
 };
 

@@ -12,6 +12,7 @@
 #include "kernels/grad_norm.h"
 #include "kernels/linear.h"
 #include "kernels/logprob.h"
+#include "kernels/paged_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -23,8 +24,20 @@ enum class KernelVariant : uint8_t { ref, cpu_generic, cpu_avx2, cpu_avx512 };
 inline constexpr int kNumKernelVariants = 4;
 
 // Op families: forward and backward of one family always come from the same variant.
-enum class KernelOp : uint8_t { embedding, gemm, linear, rmsnorm, rope, attention, swiglu, logprob, adamw, grad_norm };
-inline constexpr int kNumKernelOps = 10;
+enum class KernelOp : uint8_t {
+  embedding,
+  gemm,
+  linear,
+  rmsnorm,
+  rope,
+  attention,
+  swiglu,
+  logprob,
+  adamw,
+  grad_norm,
+  paged_attention,  // paged_attention_forward and kv_cache_write (the rollout's KV cache)
+};
+inline constexpr int kNumKernelOps = 11;
 
 // The library under the cpu variants' f32 GEMM and linear ops (bf16 always runs on oneDNN).
 enum class GemmLibrary : uint8_t { onednn, openblas };
@@ -59,6 +72,8 @@ struct KernelTable {
   AdamWStepFn adamw_step;
   SumSquaresFn sum_squares;
   ScaleFn scale;
+  PagedAttentionForwardFn paged_attention_forward;
+  KvCacheWriteFn kv_cache_write;
 };
 
 // Whether a variant implements an op for a dtype (the `ref` variant implements all ops for f32,

@@ -24,3 +24,5 @@ LogprobBackward logprob_backward;
 AdamWStep adamw_step;
 SumSquares sum_squares;
 Scale scale;
+PagedAttentionForward paged_attention_forward;
+KvCacheWrite kv_cache_write;
