@@ -104,6 +104,18 @@ std::vector<double> sampling_distribution(TensorView logits_V, int64_t num_candi
   return dist;
 }
 
+double token_logprob(TensorView logits_V, int64_t token, double temperature) {
+  RF_CHECK(logits_V.rank() == 1 && token >= 0 && token < logits_V.size(0), "token_logprob: token {} of a row of {}",
+           token, logits_V.shape().to_string());
+  RF_CHECK(temperature > 0, "token_logprob: temperature must be positive, got {}", temperature);
+  const int64_t V = logits_V.size(0);
+  double z_max = -INFINITY;
+  for (int64_t v = 0; v < V; ++v) z_max = std::max(z_max, load_f64(logits_V, v * logits_V.stride(0)) / temperature);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(load_f64(logits_V, v * logits_V.stride(0)) / temperature - z_max);
+  return load_f64(logits_V, token * logits_V.stride(0)) / temperature - z_max - std::log(sum);
+}
+
 std::vector<SampledSequence> sample_decode(model::CausalLm& model, const std::vector<SampleRequest>& requests,
                                            int64_t max_new_tokens, std::span<const int64_t> eos_ids,
                                            int64_t num_candidates, const SamplingParams& params) {

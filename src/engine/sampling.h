@@ -37,6 +37,10 @@ int64_t sample_token(TensorView logits_V, int64_t num_candidates, const Sampling
 // reporting a sample's log-probability.
 std::vector<double> sampling_distribution(TensorView logits_V, int64_t num_candidates, const SamplingParams& params);
 
+// log softmax(logits_V / temperature)[token] over the whole row, in f64: a drawn token's log-prob as
+// the trainer recomputes it (before top-k / top-p).
+double token_logprob(TensorView logits_V, int64_t token, double temperature);
+
 struct SampleRequest {
   std::vector<int64_t> prompt;
   uint64_t request = 0;  // the prompt's index

@@ -75,11 +75,11 @@ kernels::AttentionParams AttentionBlock::attention_params(const BatchShape& shap
   return {.softmax_scale = 0.0, .cu_seqlens = shape.cu_seqlens, .rope = kernels::AttentionRope{rope_, shape.positions_N}};
 }
 
-void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
-                             TensorView x_NC, TensorView h_NC, AttentionSaved& s) const {
+AttentionBlock::Projected AttentionBlock::project_qkv(const LayerContext& ctx, int64_t N, int64_t n,
+                                                     const AttentionParams& w, TensorView x_NC,
+                                                     AttentionSaved& s) const {
   const auto& k = ctx.kernels;
-  const int64_t N = shape.num_tokens(), n = shape.local_tokens, B = shape.batch, T = shape.seq_len;
-  // x and h are this rank's n rows of the residual stream; from the QKV projections on, all N tokens.
+  // x is this rank's n rows of the residual stream; from the QKV projections on, all N tokens.
   TensorView xn_local = ctx.parallel.sequence_parallel() ? ctx.sp_local(n) : rows(s.xn_NC, N);
   kernels::RmsNormSaved norm_saved{rows(s.rstd_N, n)};
   k.rmsnorm_forward({eps_}, x_NC, w.norm_w_C, xn_local, norm_saved);
@@ -97,14 +97,39 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
     k.rmsnorm_forward({eps_}, q_proj.reshape({N * H_, D_}), w.q_norm_w_D, q_NHD.reshape({N * H_, D_}), q_saved);
     k.rmsnorm_forward({eps_}, k_proj.reshape({N * K_, D_}), w.k_norm_w_D, k_NKD.reshape({N * K_, D_}), k_saved);
   }
+  return {q_NHD, k_NKD, v_NKD};
+}
 
+void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
+                             TensorView x_NC, TensorView h_NC, AttentionSaved& s) const {
+  const auto& k = ctx.kernels;
+  const int64_t N = shape.num_tokens(), B = shape.batch, T = shape.seq_len;
+  const Projected p = project_qkv(ctx, N, shape.local_tokens, w, x_NC, s);
   TensorView attn_NHD = rows(s.attn_NHD, N);
   TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
-  k.attention_forward(attention_params(shape), q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
-                      v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
+  k.attention_forward(attention_params(shape), p.q_NHD.reshape({B, T, H_, D_}), p.k_NKD.reshape({B, T, K_, D_}),
+                      p.v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
 
   // h = x + a Wo^T, with the residual added in the GEMM's epilogue (tp_region.h).
   row_parallel_linear_residual(ctx, attn_NHD.reshape({N, H_ * D_}), w.wo_CHD, x_NC, h_NC, ctx.sp_full(N));
+}
+
+void AttentionBlock::forward_paged(const LayerContext& ctx, const PagedBatch& batch, const AttentionParams& w,
+                                   TensorView x_NC, TensorView h_NC, AttentionSaved& scratch,
+                                   const PagedLayerCache& cache) const {
+  RF_CHECK(!ctx.parallel.sequence_parallel(), "forward_paged: the rollout runs without sequence parallel");
+  const auto& k = ctx.kernels;
+  const int64_t N = batch.num_tokens();
+  const Projected p = project_qkv(ctx, N, N, w, x_NC, scratch);
+  // The cache holds rotated keys, so each is rotated once, when written.
+  k.rope_forward(rope_, batch.positions_N, p.q_NHD);
+  k.rope_forward(rope_, batch.positions_N, p.k_NKD);
+  k.kv_cache_write(p.k_NKD, p.v_NKD, batch.slot_mapping_N, cache.keys_PZKD, cache.values_PZKD);
+  TensorView attn_NHD = rows(scratch.attn_NHD, N);
+  k.paged_attention_forward({.query_start = batch.query_start, .context_len = batch.context_len,
+                             .block_table_SW = batch.block_table_SW},
+                            p.q_NHD, cache.keys_PZKD, cache.values_PZKD, attn_NHD);
+  row_parallel_linear_residual(ctx, attn_NHD.reshape({N, H_ * D_}), w.wo_CHD, x_NC, h_NC, TensorView());
 }
 
 void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "model/layer_context.h"
 #include "model/model_config.h"
+#include "model/paged_batch.h"
 
 namespace rf::model {
 
@@ -53,6 +54,12 @@ class AttentionBlock {
   // h_NC = x_NC + attention(x_NC).
   void forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w, TensorView x_NC,
                TensorView h_NC, AttentionSaved& saved) const;
+  // Inference over a paged KV cache (the rollout engine): the new tokens' keys and values are rotated
+  // and written to `cache` at batch.slot_mapping_N, then each query attends to its sequence's cached
+  // tokens (kernels/paged_attention.h); h_NC = x_NC + attention(x_NC). TP without sequence parallel;
+  // `scratch` is any AttentionSaved reserved for the batch's tokens (nothing is kept for a backward).
+  void forward_paged(const LayerContext& ctx, const PagedBatch& batch, const AttentionParams& w, TensorView x_NC,
+                     TensorView h_NC, AttentionSaved& scratch, const PagedLayerCache& cache) const;
   // dresid_NC holds dL/dh on entry and dL/dx on return (the residual stream accumulates);
   // parameter gradients += into g.
   void backward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
@@ -60,6 +67,13 @@ class AttentionBlock {
                 TensorView dresid_NC) const;
 
  private:
+  struct Projected {
+    TensorView q_NHD, k_NKD, v_NKD;  // after the q/k norms, before RoPE
+  };
+  // The pre-norm and the q/k/v projections (+ q/k norms) of N tokens from this rank's n rows x_NC,
+  // into `s`.
+  Projected project_qkv(const LayerContext& ctx, int64_t N, int64_t n, const AttentionParams& w, TensorView x_NC,
+                        AttentionSaved& s) const;
   // Causal attention over the batch's documents, with RoPE at the tokens' positions.
   kernels::AttentionParams attention_params(const BatchShape& shape) const;
 

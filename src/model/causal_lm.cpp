@@ -4,18 +4,6 @@
 #include "dist/tp_comm.h"
 
 namespace rf::model {
-namespace {
-
-void check_ids(TensorView ids_N, int64_t limit, int64_t allowed_negative, const char* what) {
-  RF_CHECK(ids_N.dtype() == DType::i32 || ids_N.dtype() == DType::i64, "{}: expected i32 or i64 ids, got {}", what,
-           dtype_name(ids_N.dtype()));
-  for (int64_t n = 0; n < ids_N.numel(); ++n) {
-    const int64_t id = int64_t(load_f64(ids_N, n * ids_N.stride(0)));
-    RF_CHECK((id >= 0 && id < limit) || id == allowed_negative, "{}[{}] = {} is outside [0, {})", what, n, id, limit);
-  }
-}
-
-}  // namespace
 
 CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuffer* grads,
                    const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker* tracker)
@@ -112,9 +100,9 @@ void CausalLm::validate(const ModelInputs& in) const {
   RF_CHECK(!parallel_.sequence_parallel() || N % parallel_.tp().size() == 0,
            "inputs: sequence parallel splits the {} tokens over {} TP ranks; pad the micro-batch to a multiple", N,
            parallel_.tp().size());
-  check_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
-  check_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
-  check_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
+  check_token_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
+  check_token_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
+  check_token_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
 }
 
 ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {

@@ -19,6 +19,7 @@
 #include "model/lm_head.h"
 #include "model/mlp_block.h"
 #include "model/model_inputs.h"
+#include "model/paged_batch.h"
 #include "model/param_store.h"
 
 namespace rf::model {
@@ -46,6 +47,16 @@ class CausalLm {
   // GradBuffer was zeroed, where both give the same values (see LayerContext).
   void backward(TensorView dlogp_N, TensorView dentropy_N,
                 kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
+  // Inference over a paged KV cache, the rollout engine's step (model/paged_batch.h): runs the
+  // batch's new tokens through the model, writing their keys and values into `cache` (one per layer),
+  // and returns the logits of the tokens at `logit_rows` (the last of each sequence that samples) over
+  // the real vocabulary, gathered over TP so every rank holds the same rows: [R, V] in the model's
+  // dtype, before the temperature; valid until the next call. No sequence parallel. reserve_paged first.
+  TensorView forward_paged(const PagedBatch& batch, std::span<const PagedLayerCache> cache,
+                           std::span<const int64_t> logit_rows);
+  // Scratch for forward_paged: one layer's activations for up to max_tokens new tokens, and the head
+  // for up to max_logit_rows rows. Separate from reserve: the rollout needs no per-layer saves.
+  void reserve_paged(int64_t max_tokens, int64_t max_logit_rows);
   // Called by backward, in this order, as parts of the GradBuffer are written for this backward:
   // with `layer` = num_hidden_layers once the final norm's (and an untied lm_head's) gradients are,
   // with l once decoder layer l's are, and with -1 once the embedding's are (tied: the lm_head's
@@ -102,6 +113,16 @@ class CausalLm {
   Tensor dresid_NC_;
   Tensor gathered_logits_V_;  // TP > 1: one row of every rank's logits, rank-major
   Tensor sp_full_NC_, sp_local_NC_;  // sequence parallel workspace (LayerContext)
+
+  // forward_paged's scratch (reserve_paged): the residual stream in two buffers (x -> h -> x), one
+  // layer's activations, and the head's rows.
+  struct PagedScratch {
+    int64_t max_tokens = 0, max_logit_rows = 0;
+    Tensor x_NC, h_NC, x_RC, xf_RC, rstd_R, logits_RV, local_logits_RV, gathered_logits;
+    AttentionSaved attention;
+    MlpSaved mlp;
+  };
+  PagedScratch paged_;
 
   ModelInputs inputs_;  // of the last forward, for backward
   bool forward_done_ = false;

@@ -60,6 +60,14 @@ void LmHead::forward(const LayerContext& ctx, const BatchShape& shape, const LmH
                                   entropy_N, rows(s.lse_N, N));
 }
 
+void LmHead::logits(const LayerContext& ctx, const LmHeadParams& w, TensorView x_RC, TensorView xf_RC,
+                    TensorView rstd_R, TensorView logits_RV) const {
+  kernels::RmsNormSaved norm_saved{rstd_R};
+  ctx.kernels.rmsnorm_forward({eps_}, x_RC, w.norm_w_C, xf_RC, norm_saved);
+  const TensorView xf = enter_column_parallel(ctx, xf_RC, TensorView());
+  ctx.kernels.linear_forward(xf, w.w_VC, TensorView(), logits_RV);
+}
+
 void LmHead::backward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, const LmHeadParams& g,
                       TensorView x_NC, TensorView targets_N, double temperature, const LmHeadSaved& s,
                       LmHeadScratch& scratch, TensorView dlogp_N, TensorView dentropy_N, TensorView dresid_NC) const {

@@ -43,6 +43,10 @@ class LmHead {
   // x_NC (this rank's rows of the residual stream).
   void forward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, TensorView x_NC,
                TensorView targets_N, double temperature, bool with_entropy, LmHeadSaved& saved) const;
+  // Inference: this rank's columns of the logits of the R rows x_RC (the residual stream's final
+  // states of the tokens to sample from), via xf_RC and rstd_R (scratch). No sequence parallel.
+  void logits(const LayerContext& ctx, const LmHeadParams& w, TensorView x_RC, TensorView xf_RC, TensorView rstd_R,
+              TensorView logits_RV) const;
   // dresid_NC = dL/dx (overwritten, this rank's rows); dentropy_N may be empty. Parameter gradients
   // += into g.
   void backward(const LayerContext& ctx, const BatchShape& shape, const LmHeadParams& w, const LmHeadParams& g,

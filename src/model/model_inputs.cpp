@@ -4,6 +4,15 @@
 
 namespace rf::model {
 
+void check_token_ids(TensorView ids_N, int64_t limit, int64_t allowed_negative, const char* what) {
+  RF_CHECK(ids_N.dtype() == DType::i32 || ids_N.dtype() == DType::i64, "{}: expected i32 or i64 ids, got {}", what,
+           dtype_name(ids_N.dtype()));
+  for (int64_t n = 0; n < ids_N.numel(); ++n) {
+    const int64_t id = int64_t(load_f64(ids_N, n * ids_N.stride(0)));
+    RF_CHECK((id >= 0 && id < limit) || id == allowed_negative, "{}[{}] = {} is outside [0, {})", what, n, id, limit);
+  }
+}
+
 void make_causal_lm_targets(TensorView tokens_N, std::span<const int32_t> cu_seqlens, TensorView positions_N,
                             TensorView targets_N) {
   const int64_t N = tokens_N.numel();

@@ -31,6 +31,10 @@ struct ModelOutputs {
 
 enum class EntropyOutput : uint8_t { skip, compute };
 
+// rf::Error naming `what` unless ids_N holds i32 or i64 ids in [0, limit) (or equal to allowed_negative,
+// e.g. -100 for targets).
+void check_token_ids(TensorView ids_N, int64_t limit, int64_t allowed_negative, const char* what);
+
 // Builds next-token targets and per-document positions for packed documents: positions restart at
 // 0 in each document; target[n] = token[n + 1] inside a document and -100 at each document's last
 // token. `cu_seqlens` as in ModelInputs (must cover all N tokens).

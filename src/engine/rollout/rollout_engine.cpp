@@ -1,0 +1,128 @@
+#include "engine/rollout/rollout_engine.h"
+
+#include <algorithm>
+
+
+namespace rf::engine::rollout {
+namespace {
+
+int64_t num_blocks(const RolloutConfig& r, const KvCacheSpec& spec) {
+  const KvCacheBudget budget =
+      kv_cache_budget(r.kv_cache_bytes, r.gpu_memory_utilization, r.device_memory_bytes, /*held_bytes=*/0);
+  return num_kv_blocks_for_budget(spec, budget.bytes, r.limits.max_model_len, budget.key);
+}
+
+Tensor i64_tensor(const std::vector<int64_t>& values) {
+  Tensor t({int64_t(values.size())}, DType::i64);
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return t;
+}
+
+}  // namespace
+
+KvCacheSpec kv_cache_spec(const model::ModelConfig& config, int64_t tp, DType dtype, int64_t block_size) {
+  return KvCacheSpec{config.num_hidden_layers, config.num_key_value_heads / tp, config.head_dim, block_size, dtype};
+}
+
+RolloutEngine::RolloutEngine(const model::ModelConfig& config, DType dtype, const RolloutConfig& rollout,
+                             const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
+                             MemoryTracker& tracker)
+    : config_(config),
+      rollout_(rollout),
+      parallel_(parallel),
+      params_(model::ParamLayout::for_model(config, model::TensorParallelShard{parallel.tp().rank(), parallel.tp().size()}),
+              dtype, TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params}),
+      kv_(kv_cache_spec(config, parallel.tp().size(), dtype, rollout.block_size),
+          num_blocks(rollout, kv_cache_spec(config, parallel.tp().size(), dtype, rollout.block_size)), &tracker,
+          KvBlockManagerOptions{rollout.enable_prefix_caching}) {
+  RF_CHECK(!parallel.sequence_parallel(), "the rollout engine runs without sequence parallel");
+  RF_CHECK(kernels.batch_invariant(),
+           "the rollout engine needs a batch-invariant kernel registry (KernelConfig::batch_invariant)");
+  std::fill_n(static_cast<char*>(params_.flat().raw()), params_.flat().numel() * int64_t(dtype_size(dtype)), 0);
+  model_ = std::make_unique<model::CausalLm>(config_, params_, nullptr, kernels, parallel, &tracker);
+  model_->reserve_paged(rollout.limits.max_num_batched_tokens, rollout.limits.max_num_seqs);
+  reserved_rows_ = rollout.limits.max_num_seqs;
+}
+
+void RolloutEngine::update_weights(const std::string& hf_name, TensorView full) {
+  const model::ParamEntry& e = params_.layout().entry(hf_name);
+  check_shape(full, e.hf_shape, hf_name.c_str());
+  copy_convert(e.hf_part(full), e.local_part(params_.get(hf_name)));
+}
+
+void RolloutEngine::update_weights(const model::ParamStore& full) {
+  for (const model::ParamEntry& e : full.layout().entries()) update_weights(e.name, full.get(e.name));
+}
+
+TensorView RolloutEngine::run_step(const std::vector<ScheduledChunk>& chunks) {
+  std::vector<int64_t> tokens, positions, slots, logit_rows;
+  std::vector<int32_t> query_start = {0}, context_len;
+  size_t width = 1;
+  for (const ScheduledChunk& c : chunks) {
+    const RolloutSequence& s = *c.sequence;
+    for (int64_t t = c.begin; t < c.end; ++t) {
+      tokens.push_back(s.tokens[size_t(t)]);
+      positions.push_back(t);
+    }
+    const std::vector<int64_t> chunk_slots = kv_.slot_mapping(s.id, c.begin, c.end);
+    slots.insert(slots.end(), chunk_slots.begin(), chunk_slots.end());
+    query_start.push_back(int32_t(tokens.size()));
+    context_len.push_back(int32_t(c.end));
+    if (c.samples()) logit_rows.push_back(int64_t(tokens.size()) - 1);
+    width = std::max(width, kv_.block_table(s.id).size());
+  }
+  Tensor table({int64_t(chunks.size()), int64_t(width)}, DType::i32);
+  std::fill_n(table.data<int32_t>(), table.numel(), 0);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const std::vector<int32_t>& blocks = kv_.block_table(chunks[i].sequence->id);
+    std::copy(blocks.begin(), blocks.end(), table.data<int32_t>() + i * width);
+  }
+  const Tensor tokens_N = i64_tensor(tokens), positions_N = i64_tensor(positions), slots_N = i64_tensor(slots);
+  const model::PagedBatch batch{tokens_N, positions_N, slots_N, query_start, context_len, table};
+  std::vector<model::PagedLayerCache> cache;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) cache.push_back({kv_.pool().keys(l), kv_.pool().values(l)});
+  if (int64_t(logit_rows.size()) > reserved_rows_) {
+    reserved_rows_ = int64_t(logit_rows.size());
+    model_->reserve_paged(rollout_.limits.max_num_batched_tokens, reserved_rows_);
+  }
+  return model_->forward_paged(batch, cache, logit_rows);
+}
+
+std::vector<RolloutSample> RolloutEngine::generate(const std::vector<RolloutRequest>& requests,
+                                                   const RolloutSamplingParams& params,
+                                                   std::span<const int64_t> eos_ids, int64_t num_candidates) {
+  params.validate();
+  std::vector<int64_t> stop_ids = params.stop_token_ids;
+  if (!params.ignore_eos) stop_ids.insert(stop_ids.end(), eos_ids.begin(), eos_ids.end());
+  RolloutScheduler scheduler(kv_, rollout_.limits, stop_ids);
+  for (size_t i = 0; i < requests.size(); ++i)
+    scheduler.add(i, requests[i].prompt, params.n, requests[i].max_tokens > 0 ? requests[i].max_tokens : params.max_tokens);
+
+  std::vector<std::unique_ptr<RolloutSequence>> finished;
+  while (!scheduler.done()) {
+    const std::vector<ScheduledChunk> chunks = scheduler.schedule();
+    const TensorView logits_RV = run_step(chunks);
+    scheduler.complete(chunks, [&](const RolloutSequence& s, int64_t row) {
+      return draw_rollout_token(logits_RV.select(0, row), params, requests[s.request].request_id, s.sample,
+                                s.generated(), num_candidates);
+    });
+    for (auto& s : scheduler.take_finished()) finished.push_back(std::move(s));
+  }
+  stats_ = scheduler.stats();
+
+  std::sort(finished.begin(), finished.end(), [](const auto& a, const auto& b) {
+    return a->request != b->request ? a->request < b->request : a->sample < b->sample;
+  });
+  std::vector<RolloutSample> out;
+  for (const auto& s : finished) {
+    RolloutSample sample{requests[s->request].request_id, s->sample,
+                         std::vector<int64_t>(s->tokens.begin() + s->prompt_len, s->tokens.end()), s->logprobs,
+                         FinishReason::length};
+    if (std::find(stop_ids.begin(), stop_ids.end(), sample.token_ids.back()) != stop_ids.end())
+      sample.finish_reason = FinishReason::stop;
+    out.push_back(std::move(sample));
+  }
+  return out;
+}
+
+}  // namespace rf::engine::rollout

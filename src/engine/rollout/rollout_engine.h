@@ -1,0 +1,84 @@
+// RolloutEngine: rlforge's vLLM (DESIGN §4). Generates n samples per prompt with a paged KV cache
+// (kv_block_manager.h), continuous batching (rollout_scheduler.h) and the model's paged inference
+// forward (CausalLm::forward_paged), on its own tensor-parallel layout: every rank of its context runs
+// the same schedule and holds the same logits (gathered over TP), so every rank draws the same tokens.
+//
+// Reproducible whatever the scheduling: the kernels on this path are batch-invariant (a token's
+// logits do not depend on what else is in its step), and the draw for (request, sample, position) is
+// Philox(seed, request_id << 32 | sample).uniform(position), position counting generated tokens
+// (engine/sampling.h's convention). A request therefore gets the same tokens alone or among 64,
+// preempted and recomputed or not, with prefix sharing on or off; NaiveRollout (naive_rollout.h) is the
+// oracle that checks it. Each sample's log-probs are those of its drawn tokens under the
+// temperature-scaled distribution over the whole vocabulary, before top-k / top-p (verl's rollout
+// log-probs, what the trainer recomputes with that temperature); temperature 1 for greedy.
+// Legend: V vocab.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/rollout/kv_block_manager.h"
+#include "engine/rollout/rollout_request.h"
+#include "engine/rollout/rollout_scheduler.h"
+#include "model/causal_lm.h"
+
+namespace rf::engine::rollout {
+
+struct RolloutConfig {
+  int64_t block_size = 16;
+  std::optional<int64_t> kv_cache_bytes;  // else gpu_memory_utilization x device_memory_bytes
+  double gpu_memory_utilization = 0.5;
+  int64_t device_memory_bytes = 0;
+  bool enable_prefix_caching = false;
+  SchedulerLimits limits;
+};
+
+class RolloutEngine {
+ public:
+  // The weights start at zero: load them with update_weights. `parallel` is the rollout's own layout
+  // (TP; no sequence parallel), kept by reference, like `kernels` (built with batch_invariant) and
+  // `tracker`.
+  RolloutEngine(const model::ModelConfig& config, DType dtype, const RolloutConfig& rollout,
+                const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker);
+
+  // One weight by HF name, whole (any floating dtype): this rank keeps its TP shard (the hybrid
+  // engine's resharding from the trainer's layout into this one).
+  void update_weights(const std::string& hf_name, TensorView full);
+  // Every weight of a whole (TP 1) store laid out for this model.
+  void update_weights(const model::ParamStore& full);
+
+  // Generates for every request (n samples each); samples ordered by request, then sample index.
+  // eos_ids end a sample unless params.ignore_eos; only ids < num_candidates are drawn.
+  std::vector<RolloutSample> generate(const std::vector<RolloutRequest>& requests,
+                                      const RolloutSamplingParams& params, std::span<const int64_t> eos_ids,
+                                      int64_t num_candidates);
+
+  // Colocation with training: frees the KV cache; resume() re-allocates it (empty).
+  void release() { kv_.release(); }
+  void resume() { kv_.resume(); }
+
+  const SchedulerStats& last_stats() const { return stats_; }
+  const KvBlockManager& kv_cache() const { return kv_; }
+  const model::ParamStore& weights() const { return params_; }
+
+ private:
+  // Runs one step's chunks through the model; returns the logits of the sampling chunks' last tokens.
+  TensorView run_step(const std::vector<ScheduledChunk>& chunks);
+
+  model::ModelConfig config_;
+  RolloutConfig rollout_;
+  dist::ParallelContext& parallel_;
+  model::ParamStore params_;
+  std::unique_ptr<model::CausalLm> model_;
+  KvBlockManager kv_;
+  int64_t reserved_rows_ = 0;
+  SchedulerStats stats_;
+};
+
+// The KV cache spec of `config` at `tp` ranks in `dtype`.
+KvCacheSpec kv_cache_spec(const model::ModelConfig& config, int64_t tp, DType dtype, int64_t block_size);
+
+}  // namespace rf::engine::rollout

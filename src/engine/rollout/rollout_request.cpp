@@ -1,0 +1,28 @@
+#include "engine/rollout/rollout_request.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/philox.h"
+
+namespace rf::engine::rollout {
+
+void RolloutSamplingParams::validate() const {
+  sampler().validate();
+  if (n < 1) throw ConfigError("n", fmt::format("must be >= 1, got {}", n));
+  if (max_tokens < 1) throw ConfigError("max_tokens", fmt::format("must be >= 1, got {}", max_tokens));
+}
+
+SamplingParams RolloutSamplingParams::sampler() const {
+  return SamplingParams{greedy() ? 0.0 : temperature, top_k, top_p, seed};
+}
+
+std::pair<int64_t, double> draw_rollout_token(TensorView logits_V, const RolloutSamplingParams& params,
+                                              uint64_t request_id, int64_t sample, int64_t position,
+                                              int64_t num_candidates) {
+  const double u = Philox(params.seed, request_id << 32 | uint64_t(sample)).uniform(uint64_t(position));
+  const int64_t token = sample_token(logits_V, num_candidates, params.sampler(), u);
+  return {token, token_logprob(logits_V, token, params.logprob_temperature())};
+}
+
+}  // namespace rf::engine::rollout

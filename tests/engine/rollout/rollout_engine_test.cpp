@@ -1,0 +1,176 @@
+// The rollout engine against its oracle (issue #7, acceptance 2 and 4, TP 1): NaiveRollout recomputes
+// every token of one sequence at a time; the engine batches, pages, chunks, preempts and shares
+// prefixes. With batch-invariant kernels their tokens and log-probs must be identical, greedy and
+// seeded sampling, f32 and bf16: with a roomy cache, a tiny cache that forces preemption, small token
+// budgets that force chunked prefill, prefix caching on, and a request alone or among 64. And no request
+// is lost: 500 requests into a cache that holds 5% of them each finish exactly once with their lengths.
+#include "engine/rollout/rollout_engine.h"
+
+#include <gtest/gtest.h>
+
+#include "core/philox.h"
+#include "engine/rollout/naive_rollout.h"
+#include "model/param_init.h"
+
+namespace rf::engine::rollout {
+namespace {
+
+model::ModelConfig tiny_config(model::Arch arch) {
+  model::ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = 97;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.attention_bias = arch == model::Arch::qwen2;
+  c.qk_norm = arch == model::Arch::qwen3;
+  c.initializer_range = 0.5;  // peaked distributions: greedy has clear winners, samples differ
+  return c;
+}
+
+constexpr int64_t kMaxModelLen = 96;
+
+// `count` prompts of 3..40 tokens; every third shares its first 20 tokens with the first prompt.
+std::vector<RolloutRequest> make_requests(int64_t count, uint64_t seed, int64_t vocab) {
+  const Philox rng(seed, 1);
+  std::vector<int64_t> shared;
+  for (int64_t t = 0; t < 20; ++t) shared.push_back(int64_t(rng.uniform(uint64_t(t)) * double(vocab)));
+  std::vector<RolloutRequest> requests;
+  uint64_t draw = 100;
+  for (int64_t i = 0; i < count; ++i) {
+    RolloutRequest r;
+    r.request_id = uint64_t(1000 + i);
+    const int64_t length = 3 + int64_t(rng.uniform(draw++) * 38);
+    if (i % 3 == 0 && length > 20) r.prompt = shared;
+    while (int64_t(r.prompt.size()) < length) r.prompt.push_back(int64_t(rng.uniform(draw++) * double(vocab)));
+    r.max_tokens = 4 + int64_t(rng.uniform(draw++) * 20);
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+struct TinyModel {
+  model::ModelConfig config;
+  DType dtype;
+  kernels::KernelRegistry kernels{kernels::KernelConfig{.batch_invariant = true}};
+  dist::ParallelContext parallel = dist::ParallelContext::single_process();
+  MemoryTracker tracker;
+  model::ParamStore weights;
+
+  TinyModel(model::Arch arch, DType d)
+      : config(tiny_config(arch)), dtype(d), weights(model::ParamLayout::for_model(config), d) {
+    model::init_params(weights, config, 7);
+  }
+
+  std::unique_ptr<RolloutEngine> engine(int64_t num_blocks, int64_t block_size, int64_t max_batched_tokens,
+                                        bool prefix_caching, int64_t max_num_seqs = 64) {
+    RolloutConfig r;
+    r.block_size = block_size;
+    r.kv_cache_bytes = num_blocks * kv_cache_spec(config, 1, dtype, block_size).bytes_per_block();
+    r.enable_prefix_caching = prefix_caching;
+    r.limits = {.max_num_seqs = max_num_seqs, .max_num_batched_tokens = max_batched_tokens,
+                .enable_chunked_prefill = true, .max_model_len = kMaxModelLen};
+    auto e = std::make_unique<RolloutEngine>(config, dtype, r, kernels, parallel, tracker);
+    e->update_weights(weights);
+    return e;
+  }
+};
+
+void expect_same(const std::vector<RolloutSample>& got, const std::vector<RolloutSample>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(what + ": request " + std::to_string(want[i].request_id) + " sample " + std::to_string(want[i].sample));
+    EXPECT_EQ(got[i].request_id, want[i].request_id);
+    EXPECT_EQ(got[i].sample, want[i].sample);
+    EXPECT_EQ(got[i].token_ids, want[i].token_ids);
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs);  // bit for bit
+    EXPECT_EQ(got[i].finish_reason, want[i].finish_reason);
+  }
+}
+
+class RolloutVsNaive : public ::testing::TestWithParam<std::tuple<model::Arch, DType>> {};
+
+TEST_P(RolloutVsNaive, SameTokensAndLogprobsWhateverTheScheduling) {
+  TinyModel setup(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  const std::vector<RolloutRequest> requests = make_requests(12, 5, setup.config.vocab_size);
+  const std::vector<int64_t> eos = {3};
+  NaiveRollout naive(setup.config, setup.weights, setup.kernels, setup.parallel, kMaxModelLen);
+  for (const bool greedy : {true, false}) {
+    RolloutSamplingParams params;
+    params.n = greedy ? 1 : 3;
+    params.do_sample = !greedy;
+    params.temperature = 0.9;
+    params.top_k = 40;
+    params.top_p = 0.95;
+    params.seed = 11;
+    const std::string mode = greedy ? "greedy" : "sampled";
+    const auto want = naive.generate(requests, params, eos, setup.config.vocab_size);
+
+    auto roomy = setup.engine(256, 16, 512, false);
+    expect_same(roomy->generate(requests, params, eos, setup.config.vocab_size), want, mode + ", roomy cache");
+    EXPECT_EQ(roomy->last_stats().preemptions, 0);
+
+    // 12 blocks of 4 tokens: a few sequences at a time, the newest preempted and recomputed.
+    auto tiny = setup.engine(24, 4, 64, false);
+    expect_same(tiny->generate(requests, params, eos, setup.config.vocab_size), want, mode + ", tiny cache");
+    EXPECT_GT(tiny->last_stats().preemptions, 0) << "the tiny cache was meant to force preemption";
+
+    // 7 tokens per step: prompts are cut into chunks.
+    auto chunked = setup.engine(256, 16, 7, true);
+    expect_same(chunked->generate(requests, params, eos, setup.config.vocab_size), want, mode + ", chunked");
+
+    auto cached = setup.engine(256, 4, 512, true);
+    expect_same(cached->generate(requests, params, eos, setup.config.vocab_size), want, mode + ", prefix caching");
+    expect_same(cached->generate(requests, params, eos, setup.config.vocab_size), want,
+                mode + ", prefix caching again (warm)");
+    EXPECT_GT(cached->kv_cache().prefix_cache_hits(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, RolloutVsNaive,
+                         ::testing::Values(std::make_tuple(model::Arch::llama, DType::f32),
+                                           std::make_tuple(model::Arch::qwen3, DType::f32),
+                                           std::make_tuple(model::Arch::qwen2, DType::bf16)));
+
+TEST(RolloutEngine, ARequestAloneAndAmong64GetsTheSameSamples) {
+  TinyModel setup(model::Arch::llama, DType::f32);
+  const std::vector<RolloutRequest> requests = make_requests(64, 9, setup.config.vocab_size);
+  RolloutSamplingParams params;
+  params.n = 2;
+  params.seed = 3;
+  params.ignore_eos = true;
+  auto engine = setup.engine(512, 16, 256, false);
+  const auto all = engine->generate(requests, params, {}, setup.config.vocab_size);
+  for (size_t i : {size_t(0), size_t(17), size_t(63)}) {
+    const auto alone = engine->generate({requests[i]}, params, {}, setup.config.vocab_size);
+    expect_same(alone, {all[2 * i], all[2 * i + 1]}, "request " + std::to_string(i));
+  }
+}
+
+TEST(RolloutEngine, NoRequestIsLostWhenTheCacheHoldsFivePercent) {
+  TinyModel setup(model::Arch::llama, DType::f32);
+  const std::vector<RolloutRequest> requests = make_requests(500, 21, setup.config.vocab_size);
+  int64_t total_tokens = 0;
+  for (const RolloutRequest& r : requests) total_tokens += int64_t(r.prompt.size()) + r.max_tokens;
+  RolloutSamplingParams params;
+  params.seed = 1;
+  params.ignore_eos = true;
+  const int64_t block_size = 4;
+  const int64_t blocks = std::max<int64_t>(total_tokens / 20 / block_size, kMaxModelLen / block_size);
+  auto engine = setup.engine(blocks, block_size, 256, false, 128);
+  const auto out = engine->generate(requests, params, {}, setup.config.vocab_size);
+  ASSERT_EQ(out.size(), requests.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].request_id, requests[i].request_id);
+    EXPECT_EQ(int64_t(out[i].token_ids.size()), requests[i].max_tokens) << "request " << i;
+    EXPECT_EQ(out[i].finish_reason, FinishReason::length);
+  }
+  EXPECT_GT(engine->last_stats().preemptions, 0);
+  EXPECT_EQ(engine->kv_cache().num_used_blocks(), 0) << "blocks leaked";
+}
+
+}  // namespace
+}  // namespace rf::engine::rollout
