@@ -11,6 +11,7 @@
 #include "core/philox.h"
 #include "engine/rollout/naive_rollout.h"
 #include "model/param_init.h"
+#include "model/model_inputs.h"
 
 namespace rf::engine::rollout {
 namespace {
@@ -134,6 +135,36 @@ INSTANTIATE_TEST_SUITE_P(Archs, RolloutVsNaive,
                          ::testing::Values(std::make_tuple(model::Arch::llama, DType::f32),
                                            std::make_tuple(model::Arch::qwen3, DType::f32),
                                            std::make_tuple(model::Arch::qwen2, DType::bf16)));
+
+// Acceptance 3: the log-probs the engine returns are the trainer's (CausalLm::forward at the same
+// temperature over prompt + response) to 1e-5, f32.
+TEST(RolloutEngine, LogprobsMatchTheTrainersForward) {
+  TinyModel setup(model::Arch::qwen3, DType::f32);
+  const std::vector<RolloutRequest> requests = make_requests(6, 13, setup.config.vocab_size);
+  RolloutSamplingParams params;
+  params.n = 2;
+  params.temperature = 0.7;
+  params.seed = 5;
+  params.ignore_eos = true;
+  auto engine = setup.engine(256, 16, 512, false);
+  const auto samples = engine->generate(requests, params, {}, setup.config.vocab_size);
+  model::CausalLm trainer(setup.config, setup.weights, nullptr, setup.kernels, setup.parallel);
+  trainer.reserve(kMaxModelLen);
+  double worst = 0;
+  for (const RolloutSample& s : samples) {
+    const RolloutRequest& r = requests[size_t(s.request_id - 1000)];
+    std::vector<int64_t> tokens = r.prompt;
+    tokens.insert(tokens.end(), s.token_ids.begin(), s.token_ids.end());
+    const model::PackedSequences packed = model::pack_sequences({tokens});
+    const model::ModelOutputs out = trainer.forward(packed.inputs(params.temperature), model::EntropyOutput::skip);
+    for (size_t i = 0; i < s.token_ids.size(); ++i) {
+      const double trained = out.logp_N.data<float>()[r.prompt.size() - 1 + i];  // predicts response token i
+      worst = std::max(worst, std::abs(trained - s.logprobs[i]));
+    }
+  }
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_GT(worst, 0.0) << "two different kernels agreeing to the bit is suspicious: is the trainer's path used?";
+}
 
 TEST(RolloutEngine, ARequestAloneAndAmong64GetsTheSameSamples) {
   TinyModel setup(model::Arch::llama, DType::f32);
