@@ -1,7 +1,9 @@
 // `rlforge generate --model DIR (--prompt TEXT | --prompts FILE.jsonl) [--chat] [--max-new-tokens N]
 //  [--temperature T] [--top-k K] [--top-p P] [--seed S] [--n N] [--out FILE] [--dtype f32|bf16]`:
 // samples completions from a Hugging Face model folder (config.json, weights, tokenizer.json,
-// tokenizer_config.json; generation_config.json when present) with engine/sampling.h.
+// tokenizer_config.json; generation_config.json when present) on the rollout engine
+// (engine/rollout/rollout_engine.h: paged KV cache, continuous batching, the n samples of a prompt
+// sharing its KV; draws as engine/sampling.h says).
 //   --prompt TEXT     prints each completion's text (with --n > 1, each after a "[sample j]" line)
 //   --prompts FILE    JSONL: each line a JSON string, or an object whose "prompt" is a string or a list
 //                     of chat messages [{"role": ..., "content": ...}] (verl's prompt column); writes one
@@ -28,6 +30,7 @@
 #include "core/thread_pool.h"
 #include "data/bpe_tokenizer.h"
 #include "data/chat_template.h"
+#include "engine/rollout/rollout_engine.h"
 #include "engine/sampling.h"
 #include "formats/atomic_file.h"
 #include "model/hf_folder.h"
@@ -104,6 +107,27 @@ std::vector<Prompt> read_prompts(const std::string& path) {
   return prompts;
 }
 
+// Room for every sequence at once when it fits in 1 GiB of KV cache (else continuous batching takes
+// them in turns), and for at least the longest one.
+engine::rollout::RolloutConfig rollout_config(const model::ModelConfig& config, DType dtype,
+                                              const std::vector<std::vector<int64_t>>& prompt_ids,
+                                              const GenerateOptions& o) {
+  constexpr int64_t kMaxCacheBytes = int64_t(1) << 30;
+  engine::rollout::RolloutConfig r;
+  int64_t longest = 0, total_tokens = 0;
+  for (const auto& ids : prompt_ids) {
+    longest = std::max(longest, int64_t(ids.size()) + o.max_new_tokens);
+    total_tokens += o.n * (int64_t(ids.size()) + o.max_new_tokens + r.block_size);
+  }
+  const engine::rollout::KvCacheSpec spec = engine::rollout::kv_cache_spec(config, 1, dtype, r.block_size);
+  const int64_t wanted = spec.blocks_for_tokens(total_tokens) * spec.bytes_per_block();
+  r.kv_cache_bytes = std::max(std::min(wanted, kMaxCacheBytes), spec.blocks_for_tokens(longest) * spec.bytes_per_block());
+  r.limits.max_model_len = longest;
+  r.limits.max_num_seqs = 256;
+  r.limits.max_num_batched_tokens = std::max<int64_t>(2048, longest);
+  return r;
+}
+
 int run_generate(const GenerateOptions& o, bool from_file) {
   o.sampling.validate();
   if (o.max_new_tokens <= 0) throw Error(fmt::format("--max-new-tokens: must be positive, got {}", o.max_new_tokens));
@@ -151,38 +175,30 @@ int run_generate(const GenerateOptions& o, bool from_file) {
   }
 
   const DType dtype = parse_dtype(o.dtype);
-  const kernels::KernelRegistry kernels;
+  const kernels::KernelRegistry kernels{kernels::KernelConfig{.batch_invariant = true}};
   dist::ParallelContext parallel = dist::ParallelContext::single_process();
-  model::ParamStore params(model::ParamLayout::for_model(config), dtype);
-  model::load_hf_weights(params, o.model);
-  model::CausalLm lm(config, params, nullptr, kernels, parallel);
+  MemoryTracker tracker;
+  const std::vector<engine::rollout::RolloutSample> results = [&] {
+    model::ParamStore params(model::ParamLayout::for_model(config), dtype);
+    model::load_hf_weights(params, o.model);
+    const engine::rollout::RolloutConfig rollout = rollout_config(config, dtype, prompt_ids, o);
+    engine::rollout::RolloutEngine engine(config, dtype, rollout, kernels, parallel, tracker);
+    engine.update_weights(params);
+    std::vector<engine::rollout::RolloutRequest> requests;
+    for (size_t i = 0; i < prompt_ids.size(); ++i) requests.push_back({prompt_ids[i], uint64_t(i), 0});
+    engine::rollout::RolloutSamplingParams sampling;
+    sampling.temperature = o.sampling.temperature;
+    sampling.do_sample = o.sampling.temperature > 0;
+    sampling.top_k = o.sampling.top_k;
+    sampling.top_p = o.sampling.top_p;
+    sampling.seed = o.sampling.seed;
+    sampling.n = o.n;
+    sampling.max_tokens = o.max_new_tokens;
+    return engine.generate(requests, sampling, stop_ids, std::min(config.vocab_size, tokenizer.vocab_size()));
+  }();
 
-  // Requests in order (prompt, sample), decoded in batches of a bounded token count (the logits of
-  // every position are kept: N x V).
-  constexpr int64_t kBatchTokens = 4096;
-  std::vector<engine::SampleRequest> requests;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    for (int64_t j = 0; j < o.n; ++j) requests.push_back({prompt_ids[i], uint64_t(i), uint64_t(j)});
-  int64_t capacity = 0;
-  for (const auto& r : requests) capacity = std::max(capacity, int64_t(r.prompt.size()) + o.max_new_tokens);
-  capacity = std::max(capacity, std::min<int64_t>(kBatchTokens, capacity * int64_t(requests.size())));
-  lm.reserve(capacity);
-  const int64_t num_candidates = std::min(config.vocab_size, tokenizer.vocab_size());
-
-  std::vector<engine::SampledSequence> results;
-  for (size_t begin = 0; begin < requests.size();) {
-    size_t end = begin;
-    int64_t tokens = 0;
-    while (end < requests.size() && (end == begin || tokens + int64_t(requests[end].prompt.size()) + o.max_new_tokens <= capacity))
-      tokens += int64_t(requests[end++].prompt.size()) + o.max_new_tokens;
-    const std::vector<engine::SampleRequest> batch(requests.begin() + int64_t(begin), requests.begin() + int64_t(end));
-    for (auto& r : engine::sample_decode(lm, batch, o.max_new_tokens, stop_ids, num_candidates, o.sampling))
-      results.push_back(std::move(r));
-    begin = end;
-  }
-
-  const auto response_text = [&](const engine::SampledSequence& s) {
-    std::span<const int64_t> ids = s.ids;
+  const auto response_text = [&](const engine::rollout::RolloutSample& s) {
+    std::span<const int64_t> ids = s.token_ids;
     if (s.finish_reason == engine::FinishReason::stop) ids = ids.first(ids.size() - 1);
     return tokenizer.decode(ids, data::SpecialTokens::skip);
   };
@@ -194,15 +210,14 @@ int run_generate(const GenerateOptions& o, bool from_file) {
     return 0;
   }
   std::string jsonl;
-  for (size_t k = 0; k < results.size(); ++k) {
-    const engine::SampleRequest& r = requests[k];
-    jsonl += nlohmann::json{{"prompt_index", r.request},
+  for (const engine::rollout::RolloutSample& r : results) {
+    jsonl += nlohmann::json{{"prompt_index", r.request_id},
                             {"sample_index", r.sample},
-                            {"prompt", prompts[r.request].source},
-                            {"response", response_text(results[k])},
-                            {"response_ids", results[k].ids},
-                            {"finish_reason", engine::finish_reason_name(results[k].finish_reason)},
-                            {"num_prompt_tokens", r.prompt.size()}}
+                            {"prompt", prompts[r.request_id].source},
+                            {"response", response_text(r)},
+                            {"response_ids", r.token_ids},
+                            {"finish_reason", engine::finish_reason_name(r.finish_reason)},
+                            {"num_prompt_tokens", prompt_ids[r.request_id].size()}}
                  .dump() +
              "\n";
   }

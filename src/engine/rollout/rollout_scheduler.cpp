@@ -75,7 +75,11 @@ std::vector<ScheduledChunk> RolloutScheduler::schedule() {
   // 2. Waiting sequences in arrival order, unless this step had to preempt (the cache is full).
   int64_t num_seqs = 0;
   for (const auto& s : running_) num_seqs += 1 + s->forks_pending;
-  while (!preempted && !waiting_.empty() && budget > 0) {
+  // Static batching: a batch forms while nothing runs, over as many steps as its prefill needs, and
+  // closes once something other than this step's token budget stops admission.
+  if (limits_.static_batching && running_.empty()) batch_open_ = true;
+  const bool may_admit = !preempted && (!limits_.static_batching || batch_open_);
+  while (may_admit && !waiting_.empty() && budget > 0) {
     RolloutSequence& s = *waiting_.front();
     const int64_t length = int64_t(s.tokens.size());
     if (num_seqs + 1 + s.forks_pending > limits_.max_num_seqs && num_seqs > 0) break;
@@ -95,6 +99,7 @@ std::vector<ScheduledChunk> RolloutScheduler::schedule() {
     chunks.push_back({running_.back().get(), s.num_computed, end});
     budget -= end - s.num_computed;
   }
+  if (budget > 0) batch_open_ = false;  // admission stopped for want of sequences, seats or blocks
   RF_CHECK(!chunks.empty(), "rollout scheduler: no sequence could run this step");
   ++stats_.steps;
   stats_.max_running = std::max(stats_.max_running, int64_t(running_.size()));

@@ -32,6 +32,9 @@ struct SchedulerLimits {
   int64_t max_num_batched_tokens = 8192;
   bool enable_chunked_prefill = true;
   int64_t max_model_len = 4096;  // prompt + generated tokens of one sequence
+  // An ablation for benchmarks: admit waiting sequences only when none is running, so a batch runs
+  // until its longest sample ends (static batching, as a plain generate loop does).
+  bool static_batching = false;
 };
 
 struct RolloutSequence {
@@ -89,6 +92,7 @@ class RolloutScheduler {
   SchedulerLimits limits_;
   std::vector<int64_t> stop_ids_;
   int64_t next_id_ = 0;
+  bool batch_open_ = true;  // static batching: admission allowed
   std::deque<std::unique_ptr<RolloutSequence>> waiting_;
   std::vector<std::unique_ptr<RolloutSequence>> running_;  // oldest admitted first
   std::vector<std::unique_ptr<RolloutSequence>> finished_;

@@ -67,13 +67,13 @@ struct TinyModel {
   }
 
   std::unique_ptr<RolloutEngine> engine(int64_t num_blocks, int64_t block_size, int64_t max_batched_tokens,
-                                        bool prefix_caching, int64_t max_num_seqs = 64) {
+                                        bool prefix_caching, int64_t max_num_seqs = 64, bool static_batching = false) {
     RolloutConfig r;
     r.block_size = block_size;
     r.kv_cache_bytes = num_blocks * kv_cache_spec(config, 1, dtype, block_size).bytes_per_block();
     r.enable_prefix_caching = prefix_caching;
     r.limits = {.max_num_seqs = max_num_seqs, .max_num_batched_tokens = max_batched_tokens,
-                .enable_chunked_prefill = true, .max_model_len = kMaxModelLen};
+                .enable_chunked_prefill = true, .max_model_len = kMaxModelLen, .static_batching = static_batching};
     auto e = std::make_unique<RolloutEngine>(config, dtype, r, kernels, parallel, tracker);
     e->update_weights(weights);
     return e;
@@ -90,6 +90,15 @@ void expect_same(const std::vector<RolloutSample>& got, const std::vector<Rollou
     EXPECT_EQ(got[i].logprobs, want[i].logprobs);  // bit for bit
     EXPECT_EQ(got[i].finish_reason, want[i].finish_reason);
   }
+}
+
+// Seeded sampling at temperature 1, n samples each, every sample to its max_tokens.
+RolloutSamplingParams sampled_to_length(int64_t n, uint64_t seed) {
+  RolloutSamplingParams params;
+  params.n = n;
+  params.seed = seed;
+  params.ignore_eos = true;
+  return params;
 }
 
 class RolloutVsNaive : public ::testing::TestWithParam<std::tuple<model::Arch, DType>> {};
@@ -166,13 +175,24 @@ TEST(RolloutEngine, LogprobsMatchTheTrainersForward) {
   EXPECT_GT(worst, 0.0) << "two different kernels agreeing to the bit is suspicious: is the trainer's path used?";
 }
 
+// The benchmark's ablation: static batching (a batch of at most max_num_seqs runs until its longest
+// sample ends) draws the same samples in more steps than continuous batching.
+TEST(RolloutEngine, StaticBatchingGivesTheSameSamplesInMoreSteps) {
+  TinyModel setup(model::Arch::llama, DType::f32);
+  const std::vector<RolloutRequest> requests = make_requests(16, 8, setup.config.vocab_size);
+  const RolloutSamplingParams params = sampled_to_length(2, 2);
+  auto continuous = setup.engine(512, 16, 256, false, 8);
+  auto batched = setup.engine(512, 16, 256, false, 8, /*static_batching=*/true);
+  const auto want = continuous->generate(requests, params, {}, setup.config.vocab_size);
+  expect_same(batched->generate(requests, params, {}, setup.config.vocab_size), want, "static batching");
+  EXPECT_GT(batched->last_stats().steps, continuous->last_stats().steps);
+  EXPECT_LE(batched->last_stats().max_running, 8);
+}
+
 TEST(RolloutEngine, ARequestAloneAndAmong64GetsTheSameSamples) {
   TinyModel setup(model::Arch::llama, DType::f32);
   const std::vector<RolloutRequest> requests = make_requests(64, 9, setup.config.vocab_size);
-  RolloutSamplingParams params;
-  params.n = 2;
-  params.seed = 3;
-  params.ignore_eos = true;
+  const RolloutSamplingParams params = sampled_to_length(2, 3);
   auto engine = setup.engine(512, 16, 256, false);
   const auto all = engine->generate(requests, params, {}, setup.config.vocab_size);
   for (size_t i : {size_t(0), size_t(17), size_t(63)}) {
@@ -186,9 +206,7 @@ TEST(RolloutEngine, NoRequestIsLostWhenTheCacheHoldsFivePercent) {
   const std::vector<RolloutRequest> requests = make_requests(500, 21, setup.config.vocab_size);
   int64_t total_tokens = 0;
   for (const RolloutRequest& r : requests) total_tokens += int64_t(r.prompt.size()) + r.max_tokens;
-  RolloutSamplingParams params;
-  params.seed = 1;
-  params.ignore_eos = true;
+  const RolloutSamplingParams params = sampled_to_length(1, 1);
   const int64_t block_size = 4;
   const int64_t blocks = std::max<int64_t>(total_tokens / 20 / block_size, kMaxModelLen / block_size);
   auto engine = setup.engine(blocks, block_size, 256, false, 128);
