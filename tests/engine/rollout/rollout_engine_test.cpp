@@ -189,6 +189,21 @@ TEST(RolloutEngine, StaticBatchingGivesTheSameSamplesInMoreSteps) {
   EXPECT_LE(batched->last_stats().max_running, 8);
 }
 
+// Acceptance 4's second half: with n = 8 the prompt's KV is held once. A 40-token prompt in blocks of
+// 16 fills 2 blocks and half a third; the 8 samples share all three, and the first 7 to write copy the
+// partial one (the 8th writes in place): 10 blocks at the peak, where 8 separate copies would take 24.
+TEST(RolloutEngine, EightSamplesHoldThePromptsKvOnce) {
+  TinyModel setup(model::Arch::llama, DType::f32);
+  RolloutRequest request;
+  for (int64_t t = 0; t < 40; ++t) request.prompt.push_back((5 * t + 1) % setup.config.vocab_size);
+  request.max_tokens = 4;
+  auto engine = setup.engine(64, 16, 256, false);
+  const int64_t block_bytes = kv_cache_spec(setup.config, 1, DType::f32, 16).bytes_per_block();
+  engine->generate({request}, sampled_to_length(8, 1), {}, setup.config.vocab_size);
+  EXPECT_EQ(setup.tracker.peak(MemoryTier::device, MemoryCategory::kv_cache), 10 * block_bytes);
+  EXPECT_EQ(setup.tracker.current(MemoryTier::device, MemoryCategory::kv_cache), 0);
+}
+
 TEST(RolloutEngine, ARequestAloneAndAmong64GetsTheSameSamples) {
   TinyModel setup(model::Arch::llama, DType::f32);
   const std::vector<RolloutRequest> requests = make_requests(64, 9, setup.config.vocab_size);
