@@ -9,6 +9,7 @@
 #include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 #include "model/param_init.h"
+#include "model/tp_gather.h"
 
 namespace rf::engine {
 namespace {
@@ -141,6 +142,18 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       if (reduce_in_backward_) grad_reducer_.grads_ready(grads_ready_offsets_[size_t(layer + 1)]);
     });
   warn_about_idle_keys(config_, parallel);
+}
+
+void TrainEngine::export_weights(const WeightSink& sink) const {
+  for (const model::ParamEntry& e : master_.layout().entries()) {
+    const TensorView shard = master_.get(e.name);
+    if (parallel_.tp().size() == 1) {
+      sink(e.name, shard);
+      continue;
+    }
+    const Tensor full = model::gather_tp_tensor(e, shard, parallel_.tp());
+    sink(e.name, full);
+  }
 }
 
 void TrainEngine::sync_compute_weights() {

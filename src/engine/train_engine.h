@@ -96,6 +96,12 @@ class TrainEngine {
   void save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const;
   void load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component);
 
+  // Every weight by HF name, whole (the f32 master, gathered over TP), one at a time: the hybrid
+  // engine's sync into the rollout's layout, which keeps its own shard (RolloutEngine::update_weights).
+  // Collective over the TP group; only one gathered tensor is alive at a time.
+  using WeightSink = std::function<void(const std::string& hf_name, TensorView full)>;
+  void export_weights(const WeightSink& sink) const;
+
   model::CausalLm& model() { return *model_; }
   const model::ModelConfig& model_config() const { return model_config_; }
   const model::ParamStore& master_weights() const { return master_; }

@@ -4,9 +4,12 @@
 // log-probs agree with the one-rank engine's to 1e-5 (TP sums in another order).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "dist/parallel_context.h"
 #include "engine/rollout/naive_rollout.h"
 #include "engine/rollout/rollout_engine.h"
+#include "engine/train_engine.h"
 #include "equivalence_checks.h"
 #include "model/param_init.h"
 #include "mpi_test_world.h"
@@ -101,6 +104,42 @@ TEST(RolloutTensorParallel, MatchesTheOracleAtTheSameTpAndOneRankToTolerance) {
     const size_t n = std::min(tp_greedy[i].logprobs.size(), one_greedy[i].logprobs.size());
     for (size_t t = 0; t < n && tp_greedy[i].token_ids[t] == one_greedy[i].token_ids[t]; ++t)
       EXPECT_NEAR(tp_greedy[i].logprobs[t], one_greedy[i].logprobs[t], 1e-5) << "request " << i << " token " << t;
+  }
+}
+
+// The hybrid engine's weight sync: a trainer at TP2 streams its weights whole, one at a time, into
+// rollouts at TP2 and at TP1, which keep their own shards: bit for bit the trainer's (gathered).
+TEST(RolloutTensorParallel, TrainerWeightsStreamIntoAnyRolloutLayout) {
+  dist::ParallelDims dims;
+  dims.world_size = world().size();
+  dims.tensor_model_parallel_size = 2;
+  dist::ParallelContext tp2 = dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
+  dist::ParallelContext one = dist::ParallelContext::single_process();
+  const kernels::KernelRegistry kernels{kernels::KernelConfig{.batch_invariant = true}};
+  MemoryTracker tracker;
+  const model::ModelConfig config = parallel_testing::small_model_config(model::Arch::qwen3, true, 2, 2);
+  engine::EngineConfig engine_config;
+  engine_config.dtype = "float32";
+  engine_config.tensor_model_parallel_size = 2;
+  optim::OptimConfig optim;
+  optim.lr_decay_steps = 10;
+  engine::TrainEngine trainer(engine_config, optim, config, kernels, tp2, tracker, 64);
+  trainer.init_random_weights(9);
+  model::ParamStore empty(model::ParamLayout::for_model(config), DType::f32);
+  auto rollout_tp2 = make_engine(config, empty, 64, kernels, tp2, tracker);
+  auto rollout_one = make_engine(config, empty, 64, kernels, one, tracker);
+  trainer.export_weights([&](const std::string& name, TensorView full) {
+    rollout_tp2->update_weights(name, full);
+    rollout_one->update_weights(name, full);
+  });
+  for (const model::ParamEntry& e : trainer.master_weights().layout().entries()) {
+    const Tensor trained = model::gather_tp_tensor(e, trainer.master_weights().get(e.name), tp2.tp());
+    const Tensor synced = model::gather_tp_tensor(rollout_tp2->weights().layout().entry(e.name),
+                                                  rollout_tp2->weights().get(e.name), tp2.tp());
+    const TensorView single = rollout_one->weights().get(e.name);
+    ASSERT_EQ(trained.numel(), single.numel()) << e.name;
+    EXPECT_EQ(std::memcmp(trained.view().raw(), synced.view().raw(), size_t(trained.numel()) * 4), 0) << e.name;
+    EXPECT_EQ(std::memcmp(trained.view().raw(), single.raw(), size_t(trained.numel()) * 4), 0) << e.name;
   }
 }
 
