@@ -46,6 +46,21 @@ std::unique_ptr<RolloutEngine> make_engine(const model::ModelConfig& config, con
   return engine;
 }
 
+// TP 2 over the world (two replicas on 4 ranks), one rank, and a batch-invariant registry.
+struct TpTwo {
+  dist::ParallelContext tp2 = dist::ParallelContext::create(dist::RankLayout(dims()), world(), false);
+  dist::ParallelContext one = dist::ParallelContext::single_process();
+  const kernels::KernelRegistry kernels{kernels::KernelConfig{.batch_invariant = true}};
+  MemoryTracker tracker;
+
+  static dist::ParallelDims dims() {
+    dist::ParallelDims d;
+    d.world_size = world().size();
+    d.tensor_model_parallel_size = 2;
+    return d;
+  }
+};
+
 void expect_same(const std::vector<RolloutSample>& got, const std::vector<RolloutSample>& want,
                  const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -56,13 +71,11 @@ void expect_same(const std::vector<RolloutSample>& got, const std::vector<Rollou
 }
 
 TEST(RolloutTensorParallel, MatchesTheOracleAtTheSameTpAndOneRankToTolerance) {
-  dist::ParallelDims dims;
-  dims.world_size = world().size();
-  dims.tensor_model_parallel_size = 2;
-  dist::ParallelContext tp2 = dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
-  dist::ParallelContext one = dist::ParallelContext::single_process();
-  const kernels::KernelRegistry kernels{kernels::KernelConfig{.batch_invariant = true}};
-  MemoryTracker tracker;
+  TpTwo ranks;
+  dist::ParallelContext& tp2 = ranks.tp2;
+  dist::ParallelContext& one = ranks.one;
+  const kernels::KernelRegistry& kernels = ranks.kernels;
+  MemoryTracker& tracker = ranks.tracker;
   model::ModelConfig config = parallel_testing::small_model_config(model::Arch::qwen2, false, 2, 2);
   config.initializer_range = 0.5;
   model::ParamStore full(model::ParamLayout::for_model(config), DType::f32);
@@ -110,13 +123,11 @@ TEST(RolloutTensorParallel, MatchesTheOracleAtTheSameTpAndOneRankToTolerance) {
 // The hybrid engine's weight sync: a trainer at TP2 streams its weights whole, one at a time, into
 // rollouts at TP2 and at TP1, which keep their own shards: bit for bit the trainer's (gathered).
 TEST(RolloutTensorParallel, TrainerWeightsStreamIntoAnyRolloutLayout) {
-  dist::ParallelDims dims;
-  dims.world_size = world().size();
-  dims.tensor_model_parallel_size = 2;
-  dist::ParallelContext tp2 = dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
-  dist::ParallelContext one = dist::ParallelContext::single_process();
-  const kernels::KernelRegistry kernels{kernels::KernelConfig{.batch_invariant = true}};
-  MemoryTracker tracker;
+  TpTwo ranks;
+  dist::ParallelContext& tp2 = ranks.tp2;
+  dist::ParallelContext& one = ranks.one;
+  const kernels::KernelRegistry& kernels = ranks.kernels;
+  MemoryTracker& tracker = ranks.tracker;
   const model::ModelConfig config = parallel_testing::small_model_config(model::Arch::qwen3, true, 2, 2);
   engine::EngineConfig engine_config;
   engine_config.dtype = "float32";
