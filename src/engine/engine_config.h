@@ -44,7 +44,8 @@ struct EngineConfig {
     f("overlap_grad_reduce", overlap_grad_reduce,
       "start each gradient bucket's DP reduction during the step's last backward, as soon as it is complete");
     f("overlap_param_gather", overlap_param_gather,
-      "overlap the distributed optimizer's parameter all-gather with the next forward (accepted; not overlapped yet)");
+      "all-gather the distributed optimizer's updated weights in the background, each bucket awaited by the next "
+      "forward just before the layer that reads it (needs overlap_grad_reduce's buckets to overlap anything)");
     f("bucket_size", bucket_size,
       "gradient bucket size in elements with overlap_grad_reduce (null: max(40M, 1M x DP)); one bucket without");
     f("dtype", dtype, "compute dtype: bfloat16 (bf16 compute, f32 master weights) or float32");

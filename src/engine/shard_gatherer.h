@@ -7,6 +7,7 @@
 // Tests gather the reduced gradient shards with it too.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -25,12 +26,24 @@ class ShardGatherer {
   // Nothing to do without sharding.
   void gather(TensorView flat);
 
+  // The same in two halves, for overlapping the gather with the next forward (overlap_param_gather):
+  // start() launches every bucket's all-gather, lowest offsets first (the order a forward reads
+  // them); complete_below(end) waits for the buckets that hold any of [0, end) of the buffer, polls
+  // the others (MPI progresses only inside MPI calls), and returns the [start, start + numel) ranges
+  // of `flat` completed by this call. `flat` must stay alive until everything is complete.
+  void start(TensorView flat);
+  std::vector<std::pair<int64_t, int64_t>> complete_below(int64_t end);
+  bool pending() const { return pending_; }
+
  private:
   const optim::BucketPlan& plan_;
   dist::ProcessGroup& dp_;
   TensorView staging_;  // this rank's chunks, in shard order
   Tensor tail_;     // the padded tail bucket's output (when the shards do not divide the buffer)
   std::vector<dist::CommHandle> handles_;  // per bucket
+  std::vector<bool> done_;                 // per bucket, while a gather is pending
+  TensorView flat_;                        // the buffer being gathered
+  bool pending_ = false;
 };
 
 }  // namespace rf::engine

@@ -96,9 +96,9 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
       if (on) core::log_warning("megatron.{}: true has no effect at data-parallel size 1", key);
     return;
   }
-  if (config.overlap_param_gather)
-    core::log_warning("megatron.overlap_param_gather: the parameters are all-gathered at the end of "
-                      "optimizer_step; overlapping them with the next forward is not implemented yet");
+  if (config.overlap_param_gather && !config.overlap_grad_reduce)
+    core::log_warning("megatron.overlap_param_gather: with overlap_grad_reduce off the weights form one bucket, "
+                      "which the forward needs first: nothing overlaps");
   if (config.bucket_size && !config.overlap_grad_reduce)
     core::log_warning(
         "megatron.bucket_size: has no effect without overlap_grad_reduce (the gradients reduce as one bucket)");
@@ -141,10 +141,18 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
     model_->set_grads_ready_hook([this](int64_t layer) {
       if (reduce_in_backward_) grad_reducer_.grads_ready(grads_ready_offsets_[size_t(layer + 1)]);
     });
+  if (config_.overlap_param_gather && bucket_plan_.sharded())
+    model_->set_params_needed_hook([this](int64_t layer) {
+      // Part layer + 1 (0: the embedding) ends where the next part starts; the head ends the buffer.
+      const size_t next = size_t(layer + 2);
+      complete_param_gather(next < grads_ready_offsets_.size() ? grads_ready_offsets_[next]
+                                                               : master_.layout().total_numel());
+    });
   warn_about_idle_keys(config_, parallel);
 }
 
 void TrainEngine::export_weights(const WeightSink& sink) const {
+  complete_param_gather(master_.layout().total_numel());
   for (const model::ParamEntry& e : master_.layout().entries()) {
     const TensorView shard = master_.get(e.name);
     if (parallel_.tp().size() == 1) {
@@ -156,16 +164,25 @@ void TrainEngine::export_weights(const WeightSink& sink) const {
   }
 }
 
+void TrainEngine::complete_param_gather(int64_t end) const {
+  if (!param_gatherer_.pending()) return;
+  for (const auto& [start, numel] : param_gatherer_.complete_below(end))
+    if (compute_copy_)
+      copy_convert(master_.flat().slice(0, start, numel), compute_copy_->flat().slice(0, start, numel));
+}
+
 void TrainEngine::sync_compute_weights() {
   if (compute_copy_) copy_convert(master_.flat(), compute_copy_->flat());
 }
 
 void TrainEngine::init_random_weights(uint64_t seed) {
+  complete_param_gather(master_.layout().total_numel());
   model::init_params(master_, model_config_, seed);
   sync_compute_weights();
 }
 
 void TrainEngine::load_hf_weights(const std::string& model_dir) {
+  complete_param_gather(master_.layout().total_numel());
   model::load_hf_weights(master_, model_dir);
   sync_compute_weights();
 }
@@ -246,6 +263,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
 
 void TrainEngine::reduce_gradients() {
   if (grads_reduced_) return;
+  complete_param_gather(master_.layout().total_numel());  // it shares its staging buffer with the reduction
   grad_reducer_.finish();
   // After the DP sums: sums commute, and TP peers own the same shard ranges (megatron.md §4.5).
   model_->finish_grads();
@@ -255,7 +273,9 @@ void TrainEngine::reduce_gradients() {
 double TrainEngine::optimizer_step() {
   reduce_gradients();
   const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
-  if (bucket_plan_.sharded()) {
+  if (bucket_plan_.sharded() && config_.overlap_param_gather) {
+    param_gatherer_.start(master_.flat());  // completed by the next forward, or whoever reads the weights
+  } else if (bucket_plan_.sharded()) {
     param_gatherer_.gather(master_.flat());
     sync_compute_weights();
   }

@@ -13,7 +13,10 @@
 // the gradients are summed over DP (grad_reducer.h: bucketed, optionally overlapped with the last
 // backward). With use_distributed_optimizer each DP rank keeps Adam moments for, and updates, only its
 // shard of the parameters (optim/bucket_plan.h), then all-gathers the updated weights; the full f32
-// master weights stay on every rank (exports and checkpoints read them).
+// master weights stay on every rank (exports and checkpoints read them). With overlap_param_gather the
+// all-gather runs in the background from the end of optimizer_step, and the next forward waits for
+// each bucket just before the layer that reads it (CausalLm's params-needed hook); everything that
+// reads the weights otherwise (master_weights, export, checkpoints) waits for all of it first.
 #pragma once
 
 #include <functional>
@@ -104,7 +107,11 @@ class TrainEngine {
 
   model::CausalLm& model() { return *model_; }
   const model::ModelConfig& model_config() const { return model_config_; }
-  const model::ParamStore& master_weights() const { return master_; }
+  // Complete: waits for an overlapped parameter all-gather still in flight.
+  const model::ParamStore& master_weights() const {
+    complete_param_gather(master_.layout().total_numel());
+    return master_;
+  }
   const optim::AdamWOptimizer& optimizer() const { return optimizer_; }
   const optim::BucketPlan& bucket_plan() const { return bucket_plan_; }
   const GradSyncTimes& grad_sync_times() const { return grad_reducer_.times(); }
@@ -115,6 +122,9 @@ class TrainEngine {
 
  private:
   void sync_compute_weights();  // master -> bf16 copy after loading weights
+  // overlap_param_gather: finishes the all-gather of the weights at buffer offsets below `end` (and
+  // their bf16 copy). Logically const: the weights only become what optimizer_step made them.
+  void complete_param_gather(int64_t end) const;
 
   EngineConfig config_;
   model::ModelConfig model_config_;
@@ -130,7 +140,7 @@ class TrainEngine {
   optim::BucketPlan bucket_plan_;
   Tensor shard_staging_;  // distributed optimizer: the reduce-scatters' output, then the all-gather's input
   GradReducer grad_reducer_;
-  ShardGatherer param_gatherer_;
+  mutable ShardGatherer param_gatherer_;  // its gather may complete inside const accessors
   bool grads_zeroed_ = true;  // no backward since the GradBuffer was last zeroed (it starts zeroed)
   bool grads_reduced_ = false;  // reduce_gradients ran since the last zeroing
   bool reduce_in_backward_ = false;  // overlap: the running backward is the step's last

@@ -113,6 +113,10 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
   const BatchShape shape = batch_shape(in);
   const int64_t n = shape.local_tokens;
 
+  auto params_needed = [&](int64_t layer) {
+    if (params_needed_hook_) params_needed_hook_(layer);
+  };
+  params_needed(-1);
   // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest
   // (reduce-scattered into this rank's rows with SP).
   if (parallel_.sequence_parallel()) {
@@ -123,11 +127,13 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
     dist::TpReduce::forward(parallel_.tp(), rows(residual_[0], N));
   }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
+    params_needed(int64_t(i));
     attention_.forward(ctx, shape, layer_weights_[i].attention, rows(residual_[i], n), rows(mid_[i], n),
                        attention_saved_[i]);
     mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(mid_[i], n), rows(residual_[i + 1], n), mlp_saved_[i]);
   }
   const bool with_entropy = entropy == EntropyOutput::compute;
+  params_needed(config_.num_hidden_layers);
   head_.forward(ctx, shape, head_weights_, rows(residual_.back(), n), in.targets_N, in.temperature, with_entropy,
                 head_saved_);
   forward_done_ = true;

@@ -63,6 +63,11 @@ class CausalLm {
   // part of it too). Data parallelism starts reducing a gradient bucket from here.
   using GradsReadyHook = std::function<void(int64_t layer)>;
   void set_grads_ready_hook(GradsReadyHook hook) { grads_ready_hook_ = std::move(hook); }
+  // Called by forward before it reads a part of the weights: with -1 before the embedding, l before
+  // decoder layer l, num_hidden_layers before the final norm and LM head. The distributed optimizer
+  // finishes gathering those weights here when its all-gather overlaps the forward.
+  using ParamsNeededHook = std::function<void(int64_t layer)>;
+  void set_params_needed_hook(ParamsNeededHook hook) { params_needed_hook_ = std::move(hook); }
   // A micro-batch's token count must be a multiple of this: the TP size with sequence parallel (the
   // residual stream splits the tokens evenly over TP), else 1. engine/sequence_padding pads to it.
   int64_t token_multiple() const;
@@ -127,6 +132,7 @@ class CausalLm {
   ModelInputs inputs_;  // of the last forward, for backward
   bool forward_done_ = false;
   GradsReadyHook grads_ready_hook_;
+  ParamsNeededHook params_needed_hook_;
 };
 
 }  // namespace rf::model

@@ -6,7 +6,8 @@
 // norm; after the third step every weight. Norm-wise: ||a - b|| <= 1e-5 ||b|| + 1e-8 (issue #6), f32.
 // Layouts: at 2 ranks DP2; at 4 ranks DP4 and TP2 x DP2 with and without SP; each without and with the
 // distributed optimizer, and each with one bucket reduced after the backward and with a bucket per layer
-// reduced during it (overlap_grad_reduce). Also checked: the distributed optimizer's Adam moments are
+// reduced during it (overlap_grad_reduce, and with the distributed optimizer overlap_param_gather).
+// Also checked: the distributed optimizer's Adam moments are
 // 1/DP of the unsharded ones, as allocated; an overlapped bucket starts before the last layer's backward
 // ends.
 #include <fmt/format.h>
@@ -102,6 +103,9 @@ void check_dp_matches_one_rank(const Layout& layout) {
   engine_config.use_distributed_optimizer = layout.optimizer == Optimizer::distributed;
   engine_config.overlap_grad_reduce = layout.reduction == Reduction::overlapped;
   if (engine_config.overlap_grad_reduce) engine_config.bucket_size = 1;  // a bucket per layer
+  // With the distributed optimizer, overlap also the weights' all-gather with the next forward: a
+  // layer run before its bucket arrived would read the old weights and the next step would differ.
+  engine_config.overlap_param_gather = engine_config.overlap_grad_reduce && engine_config.use_distributed_optimizer;
   engine::EngineConfig one_engine_config;
   one_engine_config.dtype = "float32";
   optim::OptimConfig optim;
