@@ -92,10 +92,12 @@ double LossAggregation::aggregate(TensorView loss_BT, TensorView mask_BT, Tensor
   return result;
 }
 
-double LossAggregation::sequence_mean(const std::vector<double>& loss_B) const {
+double LossAggregation::sequence_mean(const std::vector<double>& loss_B, double* weight) const {
   double sum = 0;
   for (double loss : loss_B) sum += loss;
-  return ratio_or_zero(sum, form_ == Form::global ? *counts_.global_batch_size : double(loss_B.size()));
+  const double num_seqs = form_ == Form::global ? *counts_.global_batch_size : double(loss_B.size());
+  if (weight != nullptr) *weight = ratio_or_zero(1.0, num_seqs);
+  return ratio_or_zero(sum, num_seqs);
 }
 
 double agg_loss(TensorView loss_BT, TensorView mask_BT, AggMode mode, const VerlBatchInfo& info) {

@@ -76,8 +76,9 @@ class LossAggregation {
   double aggregate(TensorView loss_BT, TensorView mask_BT, TensorView dloss_BT = {}) const;
   // The mean over sequences of per-sequence losses (geo_mean, which ignores the mode): verl takes
   // torch.mean over the micro-batch's rows, fully masked ones included; the global form divides the
-  // sum by the step's sequence count.
-  double sequence_mean(const std::vector<double>& loss_B) const;
+  // sum by the step's sequence count. Writes d(result)/d(loss_B[b]), the same for every b, into
+  // `weight` when given.
+  double sequence_mean(const std::vector<double>& loss_B, double* weight = nullptr) const;
 
  private:
   enum class Form : uint8_t { verl, global };

@@ -6,6 +6,7 @@
 
 #include "rl/matrix.h"
 #include "rl/named_choice.h"
+#include "rl/subgradients.h"
 
 namespace rf::rl {
 namespace {
@@ -20,22 +21,31 @@ constexpr std::array<NamedValue<KlPenalty>, 7> kKlPenaltyNames{{
     {"k3", KlPenalty::k3},
 }};
 
-double kl_estimate(double logprob, double ref_logprob, KlPenalty penalty) {
+struct KlEstimate {
+  double value = 0;
+  double dvalue = 0;  // d value/d logprob
+};
+
+KlEstimate kl_estimate(double logprob, double ref_logprob, KlPenalty penalty) {
   const double d = logprob - ref_logprob;
   switch (penalty) {
     case KlPenalty::k1:
-      return d;
+      return {d, 1.0};
     case KlPenalty::abs:
-      return std::abs(d);
+      return {std::abs(d), sign(d)};
     case KlPenalty::k2:
-      return 0.5 * d * d;
+      return {0.5 * d * d, d};
     case KlPenalty::k3: {
       // Both clamps are verl's, for numerical stability: e^k overflows f32 past k = 88.
-      const double k = std::clamp(ref_logprob - logprob, -20.0, 20.0);
-      return std::clamp(std::exp(k) - k - 1.0, -10.0, 10.0);
+      const double k_raw = ref_logprob - logprob;
+      const double k = std::clamp(k_raw, -20.0, 20.0);
+      const double v = std::exp(k) - k - 1.0;
+      // dk/dlogprob = -1 where the inner clamp passes.
+      return {std::clamp(v, -10.0, 10.0),
+              -(std::exp(k) - 1.0) * clamp_grad(k_raw, -20.0, 20.0) * clamp_grad(v, -10.0, 10.0)};
     }
   }
-  return 0.0;
+  return {};
 }
 
 }  // namespace
@@ -50,14 +60,19 @@ KlPenalty parse_kl_penalty(std::string_view name) {
 
 std::string_view kl_penalty_name(KlPenalty penalty) { return name_of(kKlPenaltyNames, penalty); }
 
-void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT) {
+void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT,
+                TensorView dkl_BT) {
   const Matrix logprob = read_matrix(logprob_BT, "logprob_BT");
   const Matrix ref_logprob = read_matrix(ref_logprob_BT, "ref_logprob_BT");
   check_same_shape(logprob, "logprob_BT", ref_logprob, "ref_logprob_BT");
-  Matrix kl(logprob.rows, logprob.cols, logprob.dtype);
-  for (size_t i = 0; i < kl.values.size(); ++i)
-    kl.values[i] = kl_estimate(logprob.values[i], ref_logprob.values[i], penalty);
+  Matrix kl(logprob.rows, logprob.cols, logprob.dtype), dkl(kl);
+  for (size_t i = 0; i < kl.values.size(); ++i) {
+    const KlEstimate estimate = kl_estimate(logprob.values[i], ref_logprob.values[i], penalty);
+    kl.values[i] = estimate.value;
+    dkl.values[i] = estimate.dvalue;
+  }
   write_matrix(kl, kl_BT, "kl_BT");
+  if (!dkl_BT.empty()) write_matrix(dkl, dkl_BT, "dkl_BT");
 }
 
 void compute_rewards(TensorView token_level_scores_BT, TensorView old_log_prob_BT, TensorView ref_log_prob_BT,

@@ -5,9 +5,12 @@
 //   abs              |d|
 //   mse | k2         d²/2
 //   low_var_kl | k3  k = clamp(-d, -20, 20); clamp(e^k - k - 1, -10, 10)
-// No mask is applied. Not here: the straight-through '+' variants (k3+, ...): at the verl commit we
-// match (b178a3c) kl_penalty raises NotImplementedError for them, so parse_kl_penalty rejects them too;
-// and "full" (needs whole-vocabulary log-probs; verl raises as well).
+// No mask is applied. The derivatives by logprob, which the actor's KL loss needs, follow torch
+// autograd on verl's code (subgradients.h): 1, sign(d) (0 at d = 0), d, and -(e^k - 1) for k3 where
+// neither clamp holds its input, 0 where one does.
+// Not here: the straight-through '+' variants (k3+, ...): at the verl commit we match (b178a3c)
+// kl_penalty raises NotImplementedError for them, so parse_kl_penalty rejects them too; and "full"
+// (needs whole-vocabulary log-probs; verl raises as well).
 //
 // Dimension legend: B batch (responses), T response tokens.
 #pragma once
@@ -24,7 +27,9 @@ enum class KlPenalty : uint8_t { k1, abs, k2, k3 };
 KlPenalty parse_kl_penalty(std::string_view name);
 std::string_view kl_penalty_name(KlPenalty penalty);
 
-void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT);
+// dkl_BT: empty, or where d kl/d logprob goes, elementwise.
+void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT,
+                TensorView dkl_BT = {});
 
 // rewards = scores - (old_log_prob - ref_log_prob)·kl_ratio, elementwise (verl's compute_rewards).
 void compute_rewards(TensorView token_level_scores_BT, TensorView old_log_prob_BT, TensorView ref_log_prob_BT,

@@ -20,8 +20,16 @@
 // geo_mean), unclipped_policy_losses.cpp (gpg, kl_cov).
 // kl_cov picks its tokens within the micro-batch it is given, as verl does, so unlike the others it
 // depends on how a step is cut into micro-batches even with LossAggregation::global.
-// Not here: clip_cov (picks tokens with torch.randperm), bypass_mode, and the gradients with respect
-// to log_prob, which the actor's loss function will add.
+// Not here: clip_cov (picks tokens with torch.randperm) and bypass_mode.
+//
+// The gradient. Given dlog_prob_BT, a mode also writes d(pg_loss)/d(log_prob_BT), computed in the same
+// loop as the loss from the same terms, so each formula has one home. It is the gradient torch autograd
+// gives for verl's code (tests/rl/torch_grad_reference_test.cpp; finite differences in
+// policy_loss_grad_test.cpp), with torch's subgradients where a piece is flat or kinked (subgradients.h):
+// 0 where the ±20 log-ratio clamp, a ratio clip or gspo's cap at 10 holds its input, half to each side of
+// a max/min tie, 0 for |δ| at 0. verl's stop-gradients hold too (cispo's clipped ratio, gspo's sequence
+// ratio, kl_cov's token choice), so for cispo, and for gspo with per-token advantages, the gradient is not
+// the derivative of pg_loss's value. Off the mask it is exactly 0, even where an input there is NaN or inf.
 //
 // Dimension legend: B batch (responses), T response tokens.
 #pragma once
@@ -64,24 +72,38 @@ struct PolicyLossResult {
   std::map<std::string, double> metrics;  // pg_clipfrac, ppo_kl, pg_clipfrac_lower (as the mode reports)
 };
 
-using PolicyLossFn = PolicyLossResult (*)(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
+// dlog_prob_BT: empty, or a (B, T) floating tensor (any dtype and strides) that receives the gradient.
+using PolicyLossFn = PolicyLossResult (*)(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                          TensorView dlog_prob_BT);
 
 struct PolicyLoss {
   std::string_view name;           // verl's loss_mode
   std::string_view verl_function;  // the verl function it reproduces, fully qualified
-  PolicyLossFn compute;
+  PolicyLossFn fn;
+
+  PolicyLossResult compute(const PolicyLossInputs& in, const PolicyLossConfig& config,
+                           const LossAggregation& aggregation, TensorView dlog_prob_BT = {}) const {
+    return fn(in, config, aggregation, dlog_prob_BT);
+  }
 };
 
 std::span<const PolicyLoss> policy_losses();
 // Throws ConfigError (key policy_loss.loss_mode) listing the known names.
 const PolicyLoss& find_policy_loss(std::string_view loss_mode);
 
-PolicyLossResult policy_loss_vanilla(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
-PolicyLossResult policy_loss_cispo(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
-PolicyLossResult policy_loss_sapo(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
-PolicyLossResult policy_loss_gspo(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
-PolicyLossResult policy_loss_geo_mean(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
-PolicyLossResult policy_loss_gpg(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
-PolicyLossResult policy_loss_kl_cov(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&);
+PolicyLossResult policy_loss_vanilla(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                     TensorView dlog_prob_BT = {});
+PolicyLossResult policy_loss_cispo(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                   TensorView dlog_prob_BT = {});
+PolicyLossResult policy_loss_sapo(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                  TensorView dlog_prob_BT = {});
+PolicyLossResult policy_loss_gspo(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                  TensorView dlog_prob_BT = {});
+PolicyLossResult policy_loss_geo_mean(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                      TensorView dlog_prob_BT = {});
+PolicyLossResult policy_loss_gpg(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                 TensorView dlog_prob_BT = {});
+PolicyLossResult policy_loss_kl_cov(const PolicyLossInputs&, const PolicyLossConfig&, const LossAggregation&,
+                                    TensorView dlog_prob_BT = {});
 
 }  // namespace rf::rl

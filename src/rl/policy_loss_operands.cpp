@@ -38,4 +38,23 @@ void apply_rollout_is_weights(const PolicyLossOperands& op, Matrix& loss) {
   for (size_t i = 0; i < loss.values.size(); ++i) loss.values[i] *= op.rollout_is_weights->values[i];
 }
 
+double log_ratio_grad(const PolicyLossOperands& op, size_t i, LogRatioClamp clamp) {
+  if (clamp == LogRatioClamp::none) return 1.0;
+  return clamp_grad(op.log_prob.values[i] - op.old_log_prob.values[i], -20.0, 20.0);
+}
+
+double aggregate_policy_loss(const PolicyLossOperands& op, const LossAggregation& aggregation, Matrix& loss,
+                             const Matrix& dloss, TensorView dlog_prob_BT) {
+  apply_rollout_is_weights(op, loss);
+  if (dlog_prob_BT.empty()) return aggregation.aggregate(loss, op.mask);
+  Matrix weights;
+  const double result = aggregation.aggregate(loss, op.mask, &weights);
+  for (size_t i = 0; i < weights.values.size(); ++i) {
+    if (op.mask.values[i] == 0.0) continue;  // weights are 0 there; dloss may not be finite
+    weights.values[i] *= dloss.values[i] * (op.rollout_is_weights ? op.rollout_is_weights->values[i] : 1.0);
+  }
+  write_matrix(weights, dlog_prob_BT, "dlog_prob_BT");
+  return result;
+}
+
 }  // namespace rf::rl

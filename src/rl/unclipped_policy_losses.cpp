@@ -1,5 +1,7 @@
 // The policy losses without ratio clipping: gpg (plain policy gradient) and kl_cov (a KL penalty on
 // the tokens whose log-prob covaries most with their advantage). See policy_loss.h.
+// Gradients: gpg's is -A; kl_cov's is -A·ρ, plus ppo_kl_coef·sign(δ) on the penalised tokens (torch's
+// |δ| has gradient 0 at δ = 0; the choice of tokens, made on detached values, has none).
 //
 // Dimension legend: B batch (responses), T response tokens.
 #include <algorithm>
@@ -12,23 +14,26 @@
 namespace rf::rl {
 
 PolicyLossResult policy_loss_gpg(const PolicyLossInputs& in, const PolicyLossConfig&,
-                                 const LossAggregation& aggregation) {
+                                 const LossAggregation& aggregation, TensorView dlog_prob_BT) {
   const PolicyLossOperands op = read_policy_loss_operands(in);
-  Matrix loss = op.log_prob;
-  for (size_t i = 0; i < loss.values.size(); ++i) loss.values[i] *= -op.advantages.values[i];
-  apply_rollout_is_weights(op, loss);
-  return {aggregation.aggregate(loss, op.mask), {}};
+  Matrix loss = op.log_prob, dloss = op.advantages;
+  for (size_t i = 0; i < loss.values.size(); ++i) {
+    loss.values[i] *= -op.advantages.values[i];
+    dloss.values[i] = -op.advantages.values[i];
+  }
+  return {aggregate_policy_loss(op, aggregation, loss, dloss, dlog_prob_BT), {}};
 }
 
 PolicyLossResult policy_loss_kl_cov(const PolicyLossInputs& in, const PolicyLossConfig& config,
-                                    const LossAggregation& aggregation) {
+                                    const LossAggregation& aggregation, TensorView dlog_prob_BT) {
   RF_CHECK(config.kl_cov_ratio > 0 && config.kl_cov_ratio <= 1,
            "policy_loss.kl_cov_ratio: expected a fraction of the tokens in (0, 1], got {}", config.kl_cov_ratio);
   const PolicyLossOperands op = read_policy_loss_operands(in);
   const Matrix delta = log_ratio(op, LogRatioClamp::none);
-  Matrix loss(delta.rows, delta.cols, delta.dtype), abs_delta(loss);
+  Matrix loss(delta.rows, delta.cols, delta.dtype), dloss(loss), abs_delta(loss);
   for (size_t i = 0; i < loss.values.size(); ++i) {
     loss.values[i] = -op.advantages.values[i] * std::exp(delta.values[i]);
+    dloss.values[i] = loss.values[i];  // d(-A·ρ)/dlog_prob = -A·ρ
     abs_delta.values[i] = std::abs(delta.values[i]);
   }
   // The valid tokens in row-major order and the centred covariance of advantage and log-prob.
@@ -54,11 +59,14 @@ PolicyLossResult policy_loss_kl_cov(const PolicyLossInputs& in, const PolicyLoss
     std::partial_sort(order.begin(), order.begin() + ptrdiff_t(num_penalised), order.end(), [&](size_t a, size_t b) {
       return covariance[a] > covariance[b] || (covariance[a] == covariance[b] && a < b);
     });
-    for (size_t k = 0; k < num_penalised; ++k)
-      loss.values[valid[order[k]]] += config.ppo_kl_coef * abs_delta.values[valid[order[k]]];
+    for (size_t k = 0; k < num_penalised; ++k) {
+      const size_t i = valid[order[k]];
+      loss.values[i] += config.ppo_kl_coef * abs_delta.values[i];
+      dloss.values[i] += config.ppo_kl_coef * sign(delta.values[i]);
+    }
   }
-  apply_rollout_is_weights(op, loss);
-  return {aggregation.aggregate(loss, op.mask), {{"ppo_kl", masked_mean(abs_delta, op.mask)}}};
+  return {aggregate_policy_loss(op, aggregation, loss, dloss, dlog_prob_BT),
+          {{"ppo_kl", masked_mean(abs_delta, op.mask)}}};
 }
 
 }  // namespace rf::rl
