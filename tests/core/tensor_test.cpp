@@ -193,6 +193,13 @@ TEST(Tensor, CopyConvertAcrossDtypesAndStrides) {
   copy_convert(big, big_copy);
   EXPECT_EQ(big_copy.at<int64_t>({0}), (int64_t(1) << 62) + 1);
   EXPECT_EQ(big_copy.at<int64_t>({1}), -(int64_t(1) << 60) - 3);
+  // The same into a strided view (column 1 of [2, 2]), which is copied element by element.
+  Tensor big_pairs(Shape{2, 2}, DType::i64);
+  copy_convert(big, big_pairs.view().select(1, 1));
+  EXPECT_EQ(big_pairs.at<int64_t>({0, 1}), (int64_t(1) << 62) + 1);
+  EXPECT_EQ(big_pairs.at<int64_t>({1, 1}), -(int64_t(1) << 60) - 3);
+  EXPECT_EQ(big_pairs.at<int64_t>({0, 0}), 0);
+  EXPECT_EQ(big_pairs.at<int64_t>({1, 0}), 0);
 
   EXPECT_THROW(copy_convert(src, dst), Error);  // [3, 5] into [5, 3]
 }
