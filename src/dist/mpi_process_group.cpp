@@ -1,7 +1,7 @@
 // MpiProcessGroup: ProcessGroup over one MPI communicator. Arguments arrive checked (process_group.cpp);
 // this file maps them onto MPI: dtypes, int counts, staging copies, blocking or non-blocking calls, and
-// MPI's error codes onto rf::Error (the world communicator is set to MPI_ERRORS_RETURN by MpiRuntime,
-// and split communicators inherit that).
+// MPI's error codes onto rf::Error (mpi_error.h). Reduce-scatter runs as a ring of point-to-point messages
+// (mpi_ring_reduce_scatter.h), which advances whenever the caller polls.
 #include "dist/mpi_process_group.h"
 
 #include <mpi.h>
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/mpi_error.h"
+#include "dist/mpi_ring_reduce_scatter.h"
 
 namespace rf::dist {
 namespace {
@@ -38,16 +40,6 @@ MPI_Op mpi_op(ReduceOp op) {
     case ReduceOp::min: return MPI_MIN;
   }
   return MPI_OP_NULL;
-}
-
-// `what` names the group and the operation ("tp all_reduce (2 ranks, MPI)").
-void check_mpi(int code, const std::string& what) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  const std::string reason = MPI_Error_string(code, text, &length) == MPI_SUCCESS ? std::string(text, size_t(length))
-                                                                                   : fmt::format("MPI error code {}", code);
-  throw Error(fmt::format("[{}] {} failed: {}", core::rank_label(), what, reason));
 }
 
 // What an operation keeps alive until MPI is done with it (MPI reads buffers and count arrays until a
@@ -86,6 +78,35 @@ class MpiPending final : public CommHandle::Pending {
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
+// A ring reduce-scatter and what it keeps alive.
+class RingPending final : public CommHandle::Pending {
+ public:
+  RingPending(OpState state, RingPlace place, TensorView in, TensorView out, MPI_Datatype type, std::string what)
+      : state_(std::move(state)), ring_(place, in, out, type, std::move(what)) {}
+
+  bool test() override {
+    if (!ring_.progress()) return false;
+    finish();
+    return true;
+  }
+  void wait() override {
+    ring_.complete();
+    finish();
+  }
+
+ private:
+  void finish() {
+    if (state_.finish) state_.finish(MPI_Status{});
+  }
+
+  OpState state_;
+  RingReduceScatter ring_;
+};
+
+// MPI guarantees tags up to 32767 (MPI_TAG_UB is at least that). A ring tag comes round again after this
+// many further ring operations, long after the earlier one has completed.
+constexpr int kNumRingTags = 32768;
+
 enum class Ownership : uint8_t { borrowed, owned };
 
 class MpiProcessGroup final : public ProcessGroup {
@@ -98,7 +119,9 @@ class MpiProcessGroup final : public ProcessGroup {
   ~MpiProcessGroup() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (ownership_ == Ownership::owned && !finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    if (ring_comm_ != MPI_COMM_NULL) MPI_Comm_free(&ring_comm_);
+    if (ownership_ == Ownership::owned) MPI_Comm_free(&comm_);
   }
   MpiProcessGroup(const MpiProcessGroup&) = delete;
   MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
@@ -154,17 +177,17 @@ class MpiProcessGroup final : public ProcessGroup {
         });
   }
 
+  // Blocking or not, a ring (mpi_ring_reduce_scatter.h says why), so both give the same bits.
   CommHandle do_reduce_scatter(TensorView in, TensorView out, Completion completion) override {
     OpState state;
     const TensorView src = staged_for_reduction(in, TensorView(), state);
     const TensorView dst = staged_for_reduction(out, out, state);
-    const int n = count(out.numel(), "reduce_scatter");
-    const MPI_Datatype type = mpi_type(dst.dtype());
-    // MPI_Reduce_scatter_block reads `in` as size() consecutive blocks of n: rank r gets block r.
-    return launch(
-        completion, "reduce_scatter", std::move(state),
-        [&] { return MPI_Reduce_scatter_block(src.raw(), dst.raw(), n, type, MPI_SUM, comm_); },
-        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(src.raw(), dst.raw(), n, type, MPI_SUM, comm_, r); });
+    count(out.numel(), "reduce_scatter");
+    auto pending = std::make_unique<RingPending>(std::move(state), next_ring_place(), src, dst, mpi_type(dst.dtype()),
+                                                 describe("reduce_scatter"));
+    if (completion == Completion::nonblocking) return CommHandle(std::move(pending));
+    pending->wait();
+    return {};
   }
 
   CommHandle do_all_to_all_v(TensorView in, std::span<const int64_t> send_counts, TensorView out,
@@ -270,10 +293,24 @@ class MpiProcessGroup final : public ProcessGroup {
     return CommHandle(std::move(pending));
   }
 
+  // Where the next ring operation runs. Its messages go over a duplicate of the group's communicator, so
+  // they never match the point-to-point messages callers send with their own tags. The duplicate is made
+  // by the first ring operation, a call every rank makes at the same point (the group's collectives run
+  // in the same order everywhere), so making the group stays a local call. Each operation takes the next
+  // tag: rings started in the same order on every rank get the same tags.
+  RingPlace next_ring_place() {
+    if (ring_comm_ == MPI_COMM_NULL) check(MPI_Comm_dup(comm_, &ring_comm_), "ring communicator");
+    const RingPlace place{ring_comm_, rank_, size_, next_ring_tag_};
+    next_ring_tag_ = (next_ring_tag_ + 1) % kNumRingTags;
+    return place;
+  }
+
   MPI_Comm comm_;
   Ownership ownership_;
   std::string name_;
   int rank_ = 0, size_ = 1;
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;
+  int next_ring_tag_ = 0;
 };
 
 }  // namespace
