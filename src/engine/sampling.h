@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/causal_lm.h"
@@ -40,6 +41,13 @@ std::vector<double> sampling_distribution(TensorView logits_V, int64_t num_candi
 // log softmax(logits_V / temperature)[token] over the whole row, in f64: a drawn token's log-prob as
 // the trainer recomputes it (before top-k / top-p).
 double token_logprob(TensorView logits_V, int64_t token, double temperature);
+
+// {sample_token(logits_V, num_candidates, params, u), token_logprob(logits_V, that token,
+// logprob_temperature)}, bit for bit, at about the cost of one: when the two temperatures agree and
+// every id is a candidate, both take the same exp(z - max z) values (the rollout engine's draw).
+std::pair<int64_t, double> sample_token_with_logprob(TensorView logits_V, int64_t num_candidates,
+                                                     const SamplingParams& params, double u,
+                                                     double logprob_temperature);
 
 struct SampleRequest {
   std::vector<int64_t> prompt;

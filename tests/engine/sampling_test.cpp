@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/element_access.h"
+#include "core/philox.h"
 #include "model/param_init.h"
 
 namespace rf::engine {
@@ -76,6 +78,98 @@ TEST(Sampling, BadParamsNameTheField) {
   EXPECT_EQ(message({.top_p = 0}), "top_p");
   EXPECT_EQ(message({.top_p = 1.5}), "top_p");
   EXPECT_EQ(message({.temperature = 0, .top_k = -1, .top_p = 1}), "no error");
+}
+
+// The sampler as first written, one comparison sort over every candidate and one exp pass each for
+// the draw and the log-prob: the fast path (radix order, shared exps) must give its bits exactly.
+struct SortingReference {
+  static std::vector<double> z_of(TensorView logits_V, int64_t n, double temperature) {
+    std::vector<double> z(static_cast<size_t>(n));
+    for (int64_t v = 0; v < n; ++v) z[size_t(v)] = load_f64(logits_V, v * logits_V.stride(0)) / temperature;
+    return z;
+  }
+  static int64_t sample(TensorView logits_V, int64_t n, const SamplingParams& p, double u) {
+    const std::vector<double> z = z_of(logits_V, n, p.temperature);
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t(0));
+    const auto before = [&](int64_t a, int64_t b) { return z[size_t(a)] > z[size_t(b)] || (z[size_t(a)] == z[size_t(b)] && a < b); };
+    const int64_t k = p.top_k > 0 ? std::min(p.top_k, n) : n;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    order.resize(size_t(k));
+    const double z_max = z[size_t(order.front())];
+    std::vector<double> probs(order.size());
+    double total = 0;
+    for (size_t i = 0; i < order.size(); ++i) total += probs[i] = std::exp(z[size_t(order[i])] - z_max);
+    size_t keep = order.size();
+    if (p.top_p < 1.0) {
+      double mass = 0;
+      for (size_t i = 0; i < order.size(); ++i) {
+        mass += probs[i] / total;
+        if (mass >= p.top_p) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    probs.resize(keep);
+    const double kept_total = std::accumulate(probs.begin(), probs.end(), 0.0);
+    double cumulative = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      cumulative += probs[i] / kept_total;
+      if (u < cumulative) return order[i];
+    }
+    return order[keep - 1];
+  }
+  static double logprob(TensorView logits_V, int64_t token, double temperature) {
+    const std::vector<double> z = z_of(logits_V, logits_V.size(0), temperature);
+    double z_max = -INFINITY;
+    for (double x : z) z_max = std::max(z_max, x);
+    double sum = 0;
+    for (double x : z) sum += std::exp(x - z_max);
+    return z[size_t(token)] - z_max - std::log(sum);
+  }
+};
+
+// Rows of 8192 logits with ties, +0 and -0, in f32 and bf16 (bf16 ties a lot), contiguous and strided,
+// and with one outlier, which leaves the radix sort's keys too coarse to tell most logits apart.
+TEST(Sampling, FastDrawIsTheSortingReferenceBitForBit) {
+  constexpr int64_t V = 8192;
+  int checked = 0;
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    for (const int64_t stride : {1, 3}) {
+      for (const double outlier : {0.0, -1e9}) {
+        Tensor storage({V, stride}, dtype);
+        fill_normal(storage, Philox(uint64_t(stride) * 7 + uint64_t(dtype == DType::f32), 0), 0.0, 2.0);
+        const TensorView logits = storage.view().select(1, 0);
+        for (int64_t v = 0; v < V; v += 97) store_f64(logits, v * stride, load_f64(logits, 5 * stride));  // ties
+        store_f64(logits, 11 * stride, 0.0);
+        store_f64(logits, 12 * stride, -0.0);
+        if (outlier != 0.0) store_f64(logits, 13 * stride, outlier);
+        for (const SamplingParams& p :
+             {SamplingParams{}, SamplingParams{.temperature = 0.7}, SamplingParams{.temperature = 1.3, .top_p = 0.9},
+              SamplingParams{.top_k = 40}, SamplingParams{.top_k = 3000, .top_p = 0.5}}) {
+          for (const int64_t n : {V, V - 100}) {
+            for (const double u : {0.0, 0.013, 0.25, 0.5, 0.77, 0.999, 0.9999999}) {
+              SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " stride " << stride << " outlier " << outlier
+                                                << " T " << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p
+                                                << " n " << n << " u " << u);
+              const int64_t want = SortingReference::sample(logits, n, p, u);
+              ASSERT_EQ(sample_token(logits, n, p, u), want);
+              for (const double logprob_temperature : {p.temperature, 1.0}) {
+                const double want_logprob = SortingReference::logprob(logits, want, logprob_temperature);
+                EXPECT_EQ(token_logprob(logits, want, logprob_temperature), want_logprob);
+                const auto [token, logprob] = sample_token_with_logprob(logits, n, p, u, logprob_temperature);
+                EXPECT_EQ(token, want);
+                EXPECT_EQ(logprob, want_logprob);  // bit for bit
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 2 * 2 * 5 * 2 * 7 * 2);
 }
 
 class SampleDecode : public ::testing::Test {

@@ -1,4 +1,5 @@
 #include "engine/rollout/rollout_engine.h"
+#include "engine/rollout/step_draws.h"
 
 #include <algorithm>
 
@@ -102,10 +103,9 @@ std::vector<RolloutSample> RolloutEngine::generate(const std::vector<RolloutRequ
   while (!scheduler.done()) {
     const std::vector<ScheduledChunk> chunks = scheduler.schedule();
     const TensorView logits_RV = run_step(chunks);
-    scheduler.complete(chunks, [&](const RolloutSequence& s, int64_t row) {
-      return draw_rollout_token(logits_RV.select(0, row), params, requests[s.request].request_id, s.sample,
-                                s.generated(), num_candidates);
-    });
+    StepDraws draws;
+    draws.compute(chunks, logits_RV, requests, params, num_candidates);
+    scheduler.complete(chunks, [&](const RolloutSequence& s, int64_t row) { return draws.take(s, row); });
     for (auto& s : scheduler.take_finished()) finished.push_back(std::move(s));
   }
   stats_ = scheduler.stats();

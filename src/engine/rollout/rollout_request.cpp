@@ -21,8 +21,7 @@ std::pair<int64_t, double> draw_rollout_token(TensorView logits_V, const Rollout
                                               uint64_t request_id, int64_t sample, int64_t position,
                                               int64_t num_candidates) {
   const double u = Philox(params.seed, request_id << 32 | uint64_t(sample)).uniform(uint64_t(position));
-  const int64_t token = sample_token(logits_V, num_candidates, params.sampler(), u);
-  return {token, token_logprob(logits_V, token, params.logprob_temperature())};
+  return sample_token_with_logprob(logits_V, num_candidates, params.sampler(), u, params.logprob_temperature());
 }
 
 }  // namespace rf::engine::rollout

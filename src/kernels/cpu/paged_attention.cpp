@@ -14,20 +14,28 @@
 //  - out = acc * (1 / l), rounded to the dtype once.
 // A task takes every head of up to kRowBlock / H consecutive queries of one sequence, so that it reads
 // each position's keys and values of all kv heads as one contiguous [K, D] run of the pool (decode
-// tasks hold one query); the G query heads of a kv head go in groups of 4 rows that share each key
-// and value row they load. Grouping rows only interleaves independent computations: a query's rows
-// stop at its own p (they never see, not even masked, a tile they would not see alone), so a row's
-// operations are exactly those it performs alone. Tasks are spread over threads dynamically; no row
-// is split, so the thread count changes nothing.
+// tasks hold one query). Per tile it computes the scores of all its (position, row) pairs, kPairs at a
+// time (on AVX-512 the 16 dot products' lane trees are added together by shuffles, each pair getting
+// exactly the additions of the tree above), keeps them position-major so the online softmax runs
+// across rows with each row's own sequence of operations, and adds the values with the G query heads
+// of a kv head in groups of 4, 2 or 1 rows sharing each value row they load. Grouping only interleaves
+// independent computations: a row's softmax takes only the positions it sees (the scores of the
+// others, computed for a later query of the task, are left out, never masked in), and a query's rows
+// skip the tiles they would not see alone, so a row's operations are exactly those it performs alone.
+// Tasks are spread over threads dynamically; no row is split, so the thread count changes nothing.
 // Where the cpu variants differ (vector width), each is invariant on its own.
 //
 // bf16: keys, values and queries are widened to f32 (exact) and all arithmetic is f32, as for f32;
 // only out is rounded. (The compiler contracts a * b + c into FMAs; that too is fixed per variant.)
-// Speed: decode reaches 20-40% of the machine's read bandwidth (bench/rollout_kernel_bench.cpp), so it
-// is bound by its arithmetic, not by the cache read; a faster version must keep each row's order. Not here: a dpbf16 or AMX path, sliding windows, ALiBi,
+// Speed (bench/rollout_kernel_bench.cpp): a decode step reads every cached position of its sequences
+// once, from blocks anywhere in the pool, which the hardware prefetcher finds late; the scores no
+// longer pay a horizontal add and a call per (position, head), so the next tile's rows are requested
+// while this tile's scores are computed. Not here: a dpbf16 or AMX path, sliding windows, ALiBi,
 // soft-capping, writing lse for cascade attention.
 // Legend: N query rows, S sequences, P cache blocks, Z tokens per block, H query heads, K kv heads,
 // D head dim (Dp: D rounded up to kLanes), G = H / K; R rows of a task, j a position of a tile.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -44,11 +52,72 @@ namespace {
 constexpr int64_t kLanes = 16;     // partial sums of a dot product: one AVX-512 vector of f32
 constexpr int64_t kTile = 32;      // positions per online-softmax step
 constexpr int64_t kRowBlock = 64;  // (query, head) rows a task takes together (at least H)
+constexpr int64_t kPairs = 16;     // (position, row) scores computed together
 // Below this many score multiply-adds a call stays on the calling thread.
 constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 shuffle and permute intrinsics start from _mm512_undefined_ps(), which
+// -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Keys as they are in the cache: each dot product loads its key row's chunks itself (masked past D,
+// widened from bf16 in registers).
+constexpr bool kKeysInPlace = true;
+
+template <class T>
+__m512 load_chunk(const T* x, __mmask16 mask) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_maskz_loadu_ps(mask, x);
+  } else {
+    const __m512i widened = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, x));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
+  }
+}
+
+// score[i] = scale * (q[i] . k[i]) for kPairs (query row, key row) pairs: q rows of Dp (zero past D),
+// k rows of D elements. Each dot in the fixed order described at the top (lane l sums q[d] k[d] over
+// d = l mod kLanes in ascending d, then the pairwise tree: lanes l and l + 8, then l + 4, l + 2, l + 1),
+// the 16 trees evaluated together: each step adds, for every pair, exactly the lanes the tree adds
+// (the portable reduce_lanes below does the same one pair at a time).
+template <class T>
+void score_pairs(const float* const* q, const T* const* k, int64_t D, int64_t Dp, float scale, float* score) {
+  __m512 part[kPairs];
+  for (int64_t i = 0; i < kPairs; ++i) part[i] = _mm512_setzero_ps();
+  for (int64_t d0 = 0; d0 < Dp; d0 += kLanes) {
+    const __mmask16 mask = D - d0 >= kLanes ? __mmask16(0xffff) : __mmask16((1u << (D - d0)) - 1);
+    for (int64_t i = 0; i < kPairs; ++i)
+      part[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q[i] + d0), load_chunk(k[i] + d0, mask), part[i]);
+  }
+  // Lanes l + (l + 8): pairs 2i and 2i + 1 side by side, 8 lanes each.
+  __m512 half[8];
+  for (int i = 0; i < 8; ++i)
+    half[i] = _mm512_add_ps(_mm512_shuffle_f32x4(part[2 * i], part[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_f32x4(part[2 * i], part[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // l + (l + 4): 128-bit lane m of quarter[i] holds pair 4i + m.
+  __m512 quarter[4];
+  for (int i = 0; i < 4; ++i)
+    quarter[i] = _mm512_add_ps(_mm512_shuffle_f32x4(half[2 * i], half[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(half[2 * i], half[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // l + (l + 2): lane m of eighth[i] holds pairs 8i + m (elements 0, 1) and 8i + 4 + m (2, 3).
+  __m512 eighth[2];
+  for (int i = 0; i < 2; ++i)
+    eighth[i] = _mm512_add_ps(_mm512_shuffle_ps(quarter[2 * i], quarter[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(quarter[2 * i], quarter[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // l + (l + 1): element 4m + e holds pair m + 4e; put pair i at element i.
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(eighth[0], eighth[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_ps(eighth[0], eighth[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_ps(score, _mm512_mul_ps(_mm512_permutexvar_ps(order, sums), _mm512_set1_ps(scale)));
+}
+#pragma GCC diagnostic pop
+#else
+// Keys widened to f32 rows of Dp (zero past D) first, unless they are f32 rows of Dp already.
+constexpr bool kKeysInPlace = false;
 
 // The lanes' partial sums added pairwise: lanes l and l + 8, then l + 4, l + 2, l + 1.
 float reduce_lanes(float* part) {
@@ -59,43 +128,50 @@ float reduce_lanes(float* part) {
   return part[0];
 }
 
-// score[r] = scale * (q_r . k) for kRows rows of q (row stride Dp, a multiple of kLanes), each dot in
-// the fixed order described at the top: lane l sums q[d] k[d] over d = l mod kLanes in ascending d, then
-// reduce_lanes. kRows rows at once only share the loads of k (their sums stay separate), so a row's
-// score is the same in a group of 4 as alone.
-template <int kRows>
-void score_rows(const float* q, int64_t Dp, const float* k, float scale, float* score, int64_t score_stride) {
-  float part[kRows][kLanes] = {};
-  for (int64_t d0 = 0; d0 < Dp; d0 += kLanes) {
-    for (int r = 0; r < kRows; ++r) {
+// score[i] = scale * (q[i] . k[i]) for kPairs (query row, key row) pairs, rows of Dp: lane l sums
+// q[d] k[d] over d = l mod kLanes in ascending d, then reduce_lanes.
+void score_pairs(const float* const* q, const float* const* k, int64_t, int64_t Dp, float scale, float* score) {
+  for (int64_t i = 0; i < kPairs; ++i) {
+    float part[kLanes] = {};
+    for (int64_t d0 = 0; d0 < Dp; d0 += kLanes) {
 #pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) part[r][l] += q[r * Dp + d0 + l] * k[d0 + l];
+      for (int64_t l = 0; l < kLanes; ++l) part[l] += q[i][d0 + l] * k[i][d0 + l];
+    }
+    score[i] = reduce_lanes(part) * scale;
+  }
+}
+#endif
+
+// acc_r[d] += p_r[j] v_j[d] for positions j in [0, n), in ascending j, for kRows consecutive rows
+// (acc row stride Dp; p_r[j] = p[j * p_stride + r]), over kWidth elements from d0. The chunk of each
+// row's accumulator stays in registers over the positions, and a position's kWidth values are read
+// at once; each element still takes its additions in ascending j, the same sequence as one row alone.
+template <int kRows, int64_t kWidth, class T>
+void accumulate_chunk(float* acc, int64_t Dp, int64_t d0, const float* p, int64_t p_stride, const T* const* v_rows,
+                      int64_t n) {
+  float a[kRows][kWidth];
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t l = 0; l < kWidth; ++l) a[r][l] = acc[r * Dp + d0 + l];
+  for (int64_t j = 0; j < n; ++j) {
+    const T* v = v_rows[j] + d0;
+    for (int r = 0; r < kRows; ++r) {
+      const float pr = p[j * p_stride + r];
+#pragma omp simd
+      for (int64_t l = 0; l < kWidth; ++l) a[r][l] += pr * load(v[l]);
     }
   }
-  for (int r = 0; r < kRows; ++r) score[r * score_stride] = reduce_lanes(part[r]) * scale;
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t l = 0; l < kWidth; ++l) acc[r * Dp + d0 + l] = a[r][l];
 }
 
-// acc_r[d] += p_r[j] v_j[d] for positions j in [j0, j1), in ascending j, for kRows rows (acc row stride
-// Dp, p row stride kTile). Chunk by chunk of kLanes elements, so a chunk of each row's accumulator stays
-// in registers over the positions; each element still takes its additions in ascending j, the same
-// sequence as one row alone.
+// All Dp elements: chunks of 4 kLanes (a 256-byte f32 row of 64 in one pass over the positions),
+// then of kLanes.
 template <int kRows, class T>
-void accumulate_rows(float* acc, int64_t Dp, const float* p, const T* const* v_rows, int64_t j0, int64_t j1) {
-  for (int64_t d0 = 0; d0 < Dp; d0 += kLanes) {
-    float a[kRows][kLanes];
-    for (int r = 0; r < kRows; ++r)
-      for (int64_t l = 0; l < kLanes; ++l) a[r][l] = acc[r * Dp + d0 + l];
-    for (int64_t j = j0; j < j1; ++j) {
-      const T* v = v_rows[j] + d0;
-      for (int r = 0; r < kRows; ++r) {
-        const float pr = p[r * kTile + j];
-#pragma omp simd
-        for (int64_t l = 0; l < kLanes; ++l) a[r][l] += pr * load(v[l]);
-      }
-    }
-    for (int r = 0; r < kRows; ++r)
-      for (int64_t l = 0; l < kLanes; ++l) acc[r * Dp + d0 + l] = a[r][l];
-  }
+void accumulate_rows(float* acc, int64_t Dp, const float* p, int64_t p_stride, const T* const* v_rows, int64_t n) {
+  constexpr int64_t kWide = 4 * kLanes;
+  int64_t d0 = 0;
+  for (; d0 + kWide <= Dp; d0 += kWide) accumulate_chunk<kRows, kWide>(acc, Dp, d0, p, p_stride, v_rows, n);
+  for (; d0 < Dp; d0 += kLanes) accumulate_chunk<kRows, kLanes>(acc, Dp, d0, p, p_stride, v_rows, n);
 }
 
 // The call's tensors and sizes.
@@ -117,22 +193,29 @@ struct Task {
   int32_t s, q0, num_queries;
 };
 
-// One thread's scratch, sized once per call: the rows (num_queries x H) of queries, accumulators and
-// scores, one widened key row and a tile of widened value rows. Zeroed once, so the padding of every
-// row past D stays 0.
+// One thread's scratch, sized once per call: the rows R = num_queries x H of queries and
+// accumulators, a tile's scores position-major (score_t[j * R + r]), the rows' softmax state, a tile
+// of widened key rows (K per position) and of value rows. Zeroed once, so the padding of every row
+// past D stays 0.
 struct Scratch {
-  Scratch(int64_t num_queries, int64_t H, int64_t Dp)
+  Scratch(int64_t num_queries, int64_t H, int64_t K, int64_t Dp)
       : q(size_t(num_queries * H * Dp), 0.0f),
         acc(size_t(num_queries * H * Dp), 0.0f),
-        kv_row(size_t(Dp), 0.0f),
+        k_tile(kKeysInPlace ? 0 : size_t(kTile * K * Dp), 0.0f),
         v_tile(size_t(kTile * Dp), 0.0f),
-        score(size_t(num_queries * H * kTile)),
+        score_t(size_t(kTile * num_queries * H + kPairs)),
         m(size_t(num_queries * H)),
         l(size_t(num_queries * H)),
-        position(size_t(num_queries)),
-        visible(size_t(num_queries)) {}
-  std::vector<float> q, acc, kv_row, v_tile, score, m, l;
-  std::vector<int64_t> position, visible;
+        alpha(size_t(num_queries * H)),
+        sum(size_t(num_queries * H)),
+        visible(size_t(num_queries * H)),
+        key_offset(size_t(num_queries * H)),
+        widened_key_offset(size_t(num_queries * H)),
+        position(size_t(num_queries)) {}
+  std::vector<float> q, acc, k_tile, v_tile, score_t, m, l, alpha, sum;
+  std::vector<int32_t> visible;  // per row: positions of the tile it sees (32 bits, as the floats it masks)
+  std::vector<int64_t> key_offset, widened_key_offset;  // per row: its kv head in a position's keys
+  std::vector<int64_t> position;
 };
 
 // A cache row as f32 values over Dp: read in place for f32 rows of Dp elements, else widened into
@@ -145,6 +228,32 @@ const float* widened(const T* row, int64_t D, int64_t Dp, float* buffer) {
 #pragma omp simd
   for (int64_t d = 0; d < D; ++d) buffer[d] = load(row[d]);
   return buffer;
+}
+
+// The tile's scores, score_t[j * R + r] = scale * (q_r . k_r(j)), for every (position, row) pair of
+// the tile, kPairs at a time, position-major (a row's score depends on its own pair alone, so the
+// grouping is free). Row r's key at position j is position_rows[j] + key_offset[r] (its kv head's).
+// Pairs a row does not see are computed from keys of the tile all the same (their positions are in
+// the cache: a later query of the task sees them) and left out by the softmax.
+template <class E, class Hook>
+void tile_scores(const float* q, int64_t R, int64_t D, int64_t Dp, float scale, int64_t n,
+                 const E* const* position_rows, const int64_t* key_offset, float* score_t, const Hook& after_group) {
+  const int64_t num_pairs = n * R;
+  int64_t j = 0, r = 0;  // the pair f0 + i
+  for (int64_t f0 = 0; f0 < num_pairs; f0 += kPairs) {
+    const float* qs[kPairs];
+    const E* ks[kPairs];
+    for (int64_t i = 0; i < kPairs; ++i) {
+      qs[i] = q + r * Dp;
+      ks[i] = position_rows[j] + key_offset[r];
+      if (f0 + i + 1 < num_pairs && ++r == R) {  // the last group repeats its last pair
+        r = 0;
+        ++j;
+      }
+    }
+    score_pairs(qs, ks, D, Dp, scale, score_t + f0);  // score_t has kPairs floats of slack
+    after_group();
+  }
 }
 
 template <class T>
@@ -171,70 +280,128 @@ void run_task(const Call<T>& c, const Task& task, Scratch& w) {
     w.m[size_t(r)] = kMinusInf;
     w.l[size_t(r)] = 0.0f;
   }
+  for (int64_t r = 0; r < R; ++r) {  // where row r's kv head starts in a position's keys
+    w.key_offset[size_t(r)] = (r % H) / G * c.cache_stride[2];
+    w.widened_key_offset[size_t(r)] = (r % H) / G * Dp;
+  }
   for (int64_t qi = 0; qi < nq; ++qi) w.position[size_t(qi)] = context - q_len + task.q0 + qi;
   const int64_t t_end = w.position[size_t(nq - 1)] + 1;  // the last query sees the most positions
 
-  // A query's G rows of one kv head go in groups of 4 rows (then singly), sharing each key and value
-  // row they load.
+  // A query's G rows of one kv head go in groups of 4, then 2, then 1 rows, sharing each value row
+  // they load.
   auto for_each_group = [G](const auto& fn) {
-    for (int64_t g0 = 0; g0 < G; g0 += G - g0 >= 4 ? 4 : 1) fn(g0, G - g0 >= 4 ? 4 : 1);
+    for (int64_t g0 = 0; g0 < G;) {
+      const int64_t rows = G - g0 >= 4 ? 4 : G - g0 >= 2 ? 2 : 1;
+      fn(g0, rows);
+      g0 += rows;
+    }
+  };
+  float* const score_t = w.score_t.data();
+  // The next tile's cache rows (keys and values, line by line) are requested while this tile's scores
+  // are computed, a few lines after each group of pairs, rather than all at once (which measured no
+  // better than not at all): decode is bound by these reads.
+  const int64_t row_lines = (K * c.cache_stride[2] * int64_t(sizeof(T)) + 63) / 64;  // a position's K heads
+  const int64_t groups_per_tile = (std::min(kTile, t_end) * R + kPairs - 1) / kPairs;
+  const int64_t lines_per_group = std::max<int64_t>(1, (2 * row_lines * kTile + groups_per_tile - 1) / groups_per_tile);
+  int64_t prefetch_t = 0, prefetch_end = 0, prefetch_line = 0;  // position t's line; positions < end
+  const char* prefetch_rows[2] = {nullptr, nullptr};              // position t's keys and values
+  auto prefetch_some = [&] {
+    for (int64_t i = 0; i < lines_per_group && prefetch_t < prefetch_end; ++i) {
+      if (prefetch_line == 0) {
+        prefetch_rows[0] = reinterpret_cast<const char*>(position_row(c.k_cache, prefetch_t));
+        prefetch_rows[1] = reinterpret_cast<const char*>(position_row(c.v_cache, prefetch_t));
+      }
+      __builtin_prefetch(prefetch_rows[prefetch_line & 1] + (prefetch_line >> 1) * 64);
+      if (++prefetch_line == 2 * row_lines) {
+        prefetch_line = 0;
+        ++prefetch_t;
+      }
+    }
   };
   for (int64_t t0 = 0; t0 < t_end; t0 += kTile) {
     const int64_t n = std::min(kTile, t_end - t0);
-    for (int64_t qi = 0; qi < nq; ++qi)
-      w.visible[size_t(qi)] = std::clamp<int64_t>(w.position[size_t(qi)] + 1 - t0, 0, n);
-    // Scores: each key row read once for the rows that see it.
-    for (int64_t j = 0; j < n; ++j) {
-      const T* k_position = position_row(c.k_cache, t0 + j);
-      for (int64_t kv = 0; kv < K; ++kv) {
-        const float* k = widened(k_position + kv * c.cache_stride[2], D, Dp, w.kv_row.data());
-        for (int64_t qi = 0; qi < nq; ++qi) {
-          if (j >= w.visible[size_t(qi)]) continue;
-          for_each_group([&](int64_t g0, int64_t rows) {
-            const int64_t r = qi * H + kv * G + g0;
-            float* score = w.score.data() + r * kTile + j;
-            if (rows == 4)
-              score_rows<4>(w.q.data() + r * Dp, Dp, k, c.scale, score, kTile);
-            else
-              score_rows<1>(w.q.data() + r * Dp, Dp, k, c.scale, score, kTile);
-          });
-        }
+    prefetch_t = t0 + kTile;  // lines of this tile not requested by now are left to the hardware
+    prefetch_end = std::min(t0 + 2 * kTile, t_end);
+    prefetch_line = 0;
+    for (int64_t r = 0; r < R; ++r)
+      w.visible[size_t(r)] = int32_t(std::clamp<int64_t>(w.position[size_t(r / H)] + 1 - t0, 0, n));
+    if constexpr (kKeysInPlace) {
+      const T* position_rows[kTile];
+      for (int64_t j = 0; j < n; ++j) position_rows[j] = position_row(c.k_cache, t0 + j);
+      tile_scores(w.q.data(), R, D, Dp, c.scale, n, position_rows, w.key_offset.data(), score_t, prefetch_some);
+    } else if (std::is_same_v<T, float> && D == Dp) {
+      const float* position_rows[kTile];
+      for (int64_t j = 0; j < n; ++j) position_rows[j] = reinterpret_cast<const float*>(position_row(c.k_cache, t0 + j));
+      tile_scores(w.q.data(), R, D, Dp, c.scale, n, position_rows, w.key_offset.data(), score_t, prefetch_some);
+    } else {  // widened: position j's kv heads at k_tile[(j * K + kv) * Dp], so the offsets are Dp apart
+      const float* position_rows[kTile];
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t kv = 0; kv < K; ++kv)
+          widened(position_row(c.k_cache, t0 + j) + kv * c.cache_stride[2], D, Dp, w.k_tile.data() + (j * K + kv) * Dp);
+        position_rows[j] = w.k_tile.data() + j * K * Dp;
+      }
+      tile_scores(w.q.data(), R, D, Dp, c.scale, n, position_rows, w.widened_key_offset.data(), score_t,
+                  prefetch_some);
+    }
+    // Online softmax step of every row, across rows (each row's values in the order of the definition:
+    // positions ascending); a row that sees none of the tile keeps its state.
+    float* const m = w.m.data();
+    float* const l = w.l.data();
+    float* const alpha = w.alpha.data();
+    float* const sum = w.sum.data();
+    const int32_t* const visible = w.visible.data();
+#pragma omp simd
+    for (int64_t r = 0; r < R; ++r) sum[r] = kMinusInf;  // the tile's max, for now
+    for (int32_t j = 0; j < int32_t(n); ++j) {
+      const float* s = score_t + j * R;
+#pragma omp simd
+      for (int64_t r = 0; r < R; ++r) sum[r] = select((j < visible[r]) & (s[r] > sum[r]), s[r], sum[r]);
+    }
+#pragma omp simd
+    for (int64_t r = 0; r < R; ++r) {
+      const float m_new = select(sum[r] > m[r], sum[r], m[r]);
+      // exp(-inf) = 0 on a row's first tile, where acc and l are still 0.
+      alpha[r] = select(visible[r] > 0, exp_nonpositive(m[r] - m_new), 1.0f);
+      m[r] = m_new;
+      sum[r] = 0.0f;
+    }
+    for (int32_t j = 0; j < int32_t(n); ++j) {
+      float* s = score_t + j * R;
+#pragma omp simd
+      for (int64_t r = 0; r < R; ++r) {
+        const float p = exp_nonpositive(s[r] - m[r]);
+        s[r] = p;
+        sum[r] += select(j < visible[r], p, 0.0f);  // + 0 leaves a sum of positive terms as it is
       }
     }
-    // Online softmax step of every row that sees this tile.
+#pragma omp simd
+    for (int64_t r = 0; r < R; ++r) l[r] = select(visible[r] > 0, l[r] * alpha[r] + sum[r], l[r]);
     for (int64_t r = 0; r < R; ++r) {
-      const int64_t nv = w.visible[size_t(r / H)];
-      if (nv == 0) continue;
-      float* s = w.score.data() + r * kTile;
-      float tile_max = kMinusInf;
-      for (int64_t j = 0; j < nv; ++j) tile_max = std::max(tile_max, s[j]);
-      const float m_new = std::max(w.m[size_t(r)], tile_max);
-      // exp(-inf) = 0 on a row's first tile, where acc and l are still 0.
-      const float alpha = exp_nonpositive(w.m[size_t(r)] - m_new);
-#pragma omp simd
-      for (int64_t j = 0; j < nv; ++j) s[j] = exp_nonpositive(s[j] - m_new);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < nv; ++j) sum += s[j];
-      w.m[size_t(r)] = m_new;
-      w.l[size_t(r)] = w.l[size_t(r)] * alpha + sum;
+      if (visible[r] == 0) continue;
       float* acc = w.acc.data() + r * Dp;
+      const float a = alpha[r];
 #pragma omp simd
-      for (int64_t d = 0; d < Dp; ++d) acc[d] *= alpha;
+      for (int64_t d = 0; d < Dp; ++d) acc[d] *= a;
     }
     // Values, kv head by kv head: each row adds its visible positions in ascending order.
     for (int64_t kv = 0; kv < K; ++kv) {
       auto accumulate = [&](const auto* const* v_rows) {
         using E = std::remove_cvref_t<decltype(*v_rows[0])>;
-        for (int64_t qi = 0; qi < nq; ++qi)
+        for (int64_t qi = 0; qi < nq; ++qi) {
+          const int64_t nv = w.visible[size_t(qi * H)];
+          if (nv == 0) continue;
           for_each_group([&](int64_t g0, int64_t rows) {
             const int64_t r = qi * H + kv * G + g0;
             float* acc = w.acc.data() + r * Dp;
-            const float* p = w.score.data() + r * kTile;
+            const float* p = score_t + r;
             if (rows == 4)
-              accumulate_rows<4, E>(acc, Dp, p, v_rows, 0, w.visible[size_t(qi)]);
+              accumulate_rows<4, E>(acc, Dp, p, R, v_rows, nv);
+            else if (rows == 2)
+              accumulate_rows<2, E>(acc, Dp, p, R, v_rows, nv);
             else
-              accumulate_rows<1, E>(acc, Dp, p, v_rows, 0, w.visible[size_t(qi)]);
+              accumulate_rows<1, E>(acc, Dp, p, R, v_rows, nv);
           });
+        }
       };
       const int64_t kv_offset = kv * c.cache_stride[2];
       if (D == Dp) {  // the cache rows as they are (bf16 widened as they are loaded)
@@ -290,7 +457,7 @@ void forward(const PagedAttentionParams& params, const PagedAttentionDims& dims,
   const int64_t num_tasks = int64_t(tasks.size());
 #pragma omp parallel if (work >= kMinParallelWork && num_tasks > 1)
   {
-    Scratch scratch(queries_per_task, dims.H, c.Dp);
+    Scratch scratch(queries_per_task, dims.H, dims.K, c.Dp);
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < num_tasks; ++t) run_task(c, tasks[size_t(t)], scratch);
   }
