@@ -14,6 +14,8 @@ using Command = std::function<int()>;
 Command add_info_command(CLI::App& app);
 // Runs on every rank of `mpi`'s world (the parallel layout comes from its megatron config).
 Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi);
+// `rlforge train`: RL post-training; runs on every rank of `mpi`'s world, like sft.
+Command add_train_command(CLI::App& app, const dist::MpiRuntime& mpi);
 Command add_config_docs_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_logprobs_command(CLI::App& app);

@@ -27,6 +27,7 @@ int run_rlforge(const rf::dist::MpiRuntime& mpi, std::vector<std::string> args) 
   const std::vector<std::pair<std::string, rf::apps::Command>> commands = {
       {"info", rf::apps::add_info_command(app)},
       {"sft", rf::apps::add_sft_command(app, mpi)},
+      {"train", rf::apps::add_train_command(app, mpi)},
       {"config-docs", rf::apps::add_config_docs_command(app)},
       {"tokenize", rf::apps::add_tokenize_command(app)},
       {"logprobs", rf::apps::add_logprobs_command(app)},
@@ -44,7 +45,7 @@ int run_rlforge(const rf::dist::MpiRuntime& mpi, std::vector<std::string> args) 
     return mpi.rank() == 0 ? app.exit(e) : app.exit(e, silent, silent);
   }
   // The commands that run on several ranks; the others refuse before doing any work.
-  const std::set<std::string> multi_rank = {"sft"};
+  const std::set<std::string> multi_rank = {"sft", "train"};
   for (const auto& [name, run] : commands) {
     if (!app.got_subcommand(name)) continue;
     if (mpi.size() > 1 && !multi_rank.contains(name))

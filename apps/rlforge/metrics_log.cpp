@@ -9,7 +9,8 @@
 
 namespace rf::apps {
 
-MetricsLog::MetricsLog(std::string path, int64_t resume_step) : path_(std::move(path)) {
+MetricsLog::MetricsLog(std::string path, int64_t resume_step, std::vector<std::string> console_keys)
+    : path_(std::move(path)), console_keys_(std::move(console_keys)) {
   if (path_.empty() || !std::filesystem::exists(path_)) return;
   std::ifstream in(path_);
   std::string kept, line;
@@ -28,12 +29,18 @@ void MetricsLog::write(const nlohmann::json& row, bool to_console) {
   }
   if (!to_console) return;
   std::string line = fmt::format("step {}", row.value("step", int64_t(0)));
-  for (const auto& [key, value] : row.items()) {
-    if (key == "step" || key.starts_with("perf/max_memory") || key == "perf/tokens") continue;
+  auto show = [&](const std::string& key, const nlohmann::json& value) {
     if (value.is_number_float())
       line += fmt::format("  {} {:.4g}", key, value.get<double>());
     else
       line += fmt::format("  {} {}", key, value.dump());
+  };
+  if (console_keys_.empty()) {
+    for (const auto& [key, value] : row.items())
+      if (key != "step" && !key.starts_with("perf/max_memory") && key != "perf/tokens") show(key, value);
+  } else {
+    for (const std::string& key : console_keys_)
+      if (row.contains(key)) show(key, row[key]);
   }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

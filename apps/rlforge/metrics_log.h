@@ -5,17 +5,20 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace rf::apps {
 
 class MetricsLog {
  public:
-  // `path` empty: no file. `resume_step`: rows with a larger "step" are dropped.
-  MetricsLog(std::string path, int64_t resume_step);
+  // `path` empty: no file. `resume_step`: rows with a larger "step" are dropped. `console_keys`:
+  // what the console line shows, in that order, when present in a row (empty: every key).
+  MetricsLog(std::string path, int64_t resume_step, std::vector<std::string> console_keys = {});
   void write(const nlohmann::json& row, bool to_console);
 
  private:
   std::string path_;
+  std::vector<std::string> console_keys_;
 };
 
 }  // namespace rf::apps

@@ -59,10 +59,11 @@ std::string panel(const std::string& title, const std::map<std::string, Series>&
 
 }  // namespace
 
-void write_metrics_plot(const std::string& metrics_jsonl, const std::string& svg_path) {
+void write_metrics_plot(const std::string& metrics_jsonl, const std::string& svg_path,
+                        const std::vector<PlotPanel>& panels) {
   std::ifstream in(metrics_jsonl);
   if (!in) return;
-  std::map<std::string, Series> loss, validation;
+  std::vector<std::map<std::string, Series>> series(panels.size());
   double max_step = 0;
   std::string line;
   while (std::getline(in, line)) {
@@ -72,18 +73,24 @@ void write_metrics_plot(const std::string& metrics_jsonl, const std::string& svg
     max_step = std::max(max_step, step);
     for (const auto& [key, value] : row.items()) {
       if (!value.is_number()) continue;
-      if (key == "train/loss") loss[key].emplace_back(step, value.get<double>());
-      if (key.starts_with("val-core/")) validation[key].emplace_back(step, value.get<double>());
+      for (size_t p = 0; p < panels.size(); ++p)
+        for (const std::string& prefix : panels[p].key_prefixes)
+          if (key.starts_with(prefix)) series[p][key].emplace_back(step, value.get<double>());
     }
   }
-  if (loss.empty()) return;
-  const double height = validation.empty() ? kHeight : 2 * kHeight;
-  std::string svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif'>\n"
-                                "<rect width='100%' height='100%' fill='white'/>\n",
-                                kWidth, height);
-  svg += panel("training loss", loss, 0, max_step);
-  if (!validation.empty()) svg += panel("validation", validation, kHeight, max_step);
-  svg += "</svg>\n";
+  std::string body;
+  double height = 0;
+  for (size_t p = 0; p < panels.size(); ++p) {
+    if (series[p].empty()) continue;
+    body += panel(panels[p].title, series[p], height, max_step);
+    height += kHeight;
+  }
+  if (body.empty()) return;
+  const std::string svg =
+      fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif'>\n"
+                  "<rect width='100%' height='100%' fill='white'/>\n",
+                  kWidth, height) +
+      body + "</svg>\n";
   formats::write_file_atomically(svg_path, svg);
 }
 

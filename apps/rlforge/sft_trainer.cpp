@@ -300,7 +300,8 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
   summary.train_seconds = run_clock.seconds();
   summary.tokens_per_second = summary.train_seconds > 0 ? double(tokens_run) / summary.train_seconds : 0;
   if (!lead) return summary;
-  if (jsonl) write_metrics_plot((run_dir / "metrics.jsonl").string(), (run_dir / "metrics.svg").string());
+  if (jsonl) write_metrics_plot((run_dir / "metrics.jsonl").string(), (run_dir / "metrics.svg").string(),
+                                {{"training loss", {"train/loss"}}, {"validation", {"val-core/"}}});
   std::printf("\nsft done: %lld steps (to step %lld) in %.1f s, %.0f tokens/s; final loss %.4f; "
               "val-core/%s/acc/mean@1 %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,

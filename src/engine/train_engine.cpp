@@ -188,7 +188,8 @@ void TrainEngine::load_hf_weights(const std::string& model_dir) {
 }
 
 ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
-                                                    ForwardOnly forward_only, model::EntropyOutput entropy) {
+                                                    ForwardOnly forward_only, model::EntropyOutput entropy,
+                                                    double temperature) {
   // A backward now would add to gradients that are already (being) summed over DP.
   RF_CHECK(forward_only == ForwardOnly::yes || (!grads_reduced_ && !grad_reducer_.started()),
            "forward_backward: this step's gradients are already reduced over the ranks; call optimizer_step "
@@ -221,6 +222,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     inputs.positions_N = mb.get("position_ids");
     inputs.targets_N = mb.get("labels");
     inputs.cu_seqlens = mb.cu_seqlens();
+    inputs.temperature = temperature;
     // Sequence parallel needs N to divide over TP: a padding document, whose outputs the loss never sees.
     std::optional<model::PackedSequences> padded;
     if (parallel_.sequence_parallel() && N % parallel_.tp().size() != 0) {

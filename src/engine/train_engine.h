@@ -73,9 +73,12 @@ class TrainEngine {
   void init_random_weights(uint64_t seed);
   void load_hf_weights(const std::string& model_dir);
 
+  // `temperature` divides the logits before the softmax (verl's actor reads its log-probs at the
+  // rollout's temperature, both in compute_log_prob and in the update).
   ForwardBackwardResult forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                          ForwardOnly forward_only,
-                                         model::EntropyOutput entropy = model::EntropyOutput::skip);
+                                         model::EntropyOutput entropy = model::EntropyOutput::skip,
+                                         double temperature = 1.0);
   // Completes the step's gradients across the parallel ranks once its last backward has run: the DP
   // sum of every bucket (waiting for those the backward started), then the TP sums of
   // CausalLm::finish_grads. Called by optimizer_step; callers that read the gradients first call it

@@ -1,0 +1,66 @@
+// RlBatch: one training step's responses and what the step computes for them, verl's DataProto
+// after `batch.repeat(n, interleave=True).union(gen_output)` (spec verl.md §2.3): response i belongs to
+// prompt i / n (its uid group), so the n responses of a prompt are adjacent.
+// Per response the per-token columns hold one value per response token (response_mask is 1 on every
+// generated token, eos included, as verl's attention mask makes it).
+//
+// The engines take packed micro-batches (engine/tensor_map.h): response i is the document
+// prompt + response, position n carries the label tokens[n + 1], so response token t is predicted at
+// position prompt_len + t - 1, where its columns go (rl/actor_loss.h). make_micro_batch packs a list
+// of responses that way; read_token_column reads a per-position output back into a response column.
+// Legend: B responses, T the longest response (the (B, T) matrices of verl's algorithms).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "engine/tensor_map.h"
+
+namespace rf::apps {
+
+struct RlResponse {
+  int64_t group = 0;                 // the prompt's index in the step: verl's uid
+  std::vector<int64_t> prompt;       // token ids
+  std::vector<int64_t> response;     // generated ids, ending with eos when it stopped
+  bool truncated = false;            // stopped by the length limit
+  std::vector<float> rollout_log_probs;  // the rollout engine's, at the sampling temperature
+  double score = 0;                  // the reward function's scalar
+  std::map<std::string, double> reward_extra;  // e.g. acc
+  // Per response token, filled by the step's stages.
+  std::vector<float> old_log_probs, entropy, ref_log_prob, token_level_rewards, advantages, returns;
+};
+
+using RlBatch = std::vector<RlResponse>;
+
+// Which per-token columns of the responses go into a micro-batch, next to input_ids, position_ids,
+// labels, loss_mask and cu_seqlens.
+enum class LossColumns : uint8_t { none, actor };
+
+// Responses `indices` of `batch` packed into one micro-batch. With LossColumns::actor it carries
+// old_log_probs and advantages (and ref_log_prob when `with_ref`), as rl/actor_loss.h reads them.
+engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64_t>& indices, LossColumns columns,
+                                   bool with_ref);
+
+// Cuts `indices` into micro-batches of at most `responses_per_micro_batch` responses (or, when
+// `max_tokens` > 0, greedily by tokens: each micro-batch at most max_tokens tokens, at least one response).
+std::vector<std::vector<int64_t>> split_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
+                                                      int64_t responses_per_micro_batch, int64_t max_tokens);
+
+// The per-position column `values_N` of a micro-batch made from `indices`, read back into the
+// responses' per-token `column` (e.g. &RlResponse::old_log_probs).
+void read_token_column(RlBatch& batch, const std::vector<int64_t>& indices, TensorView values_N,
+                       std::vector<float> RlResponse::*column);
+
+// The (B, T) f32 matrix of a per-token column (0 past each response's end) and of the response mask.
+Tensor column_matrix(const RlBatch& batch, std::vector<float> RlResponse::*column);
+Tensor response_mask_matrix(const RlBatch& batch);
+// Writes row b of values_BT (its first response-length entries) into response b's column.
+void store_column(RlBatch& batch, TensorView values_BT, std::vector<float> RlResponse::*column);
+
+int64_t longest_response(const RlBatch& batch);
+int64_t num_tokens(const RlResponse& r);  // prompt + response
+
+}  // namespace rf::apps

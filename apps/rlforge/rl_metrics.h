@@ -1,0 +1,23 @@
+// The step's metrics with verl's names (spec verl.md §2.6), computed from the batch on the driver:
+//   critic/score/{mean,max,min}, critic/rewards/...   per-response sums of token_level_scores / _rewards
+//   critic/advantages/..., critic/returns/...         over the response tokens
+//   response_length/{mean,max,min,clip_ratio}, prompt_length/...  (clip_ratio: share at the limit)
+//   training/rollout_probs_diff_{max,mean,std}        |exp(rollout log-prob) - exp(old log-prob)| over
+//                                                     the response tokens (verl's calculate_debug_metrics)
+//   rollout/logprob_diff_max                          rlforge: max |rollout log-prob - old log-prob|
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "apps/rlforge/rl_batch.h"
+
+namespace rf::apps {
+
+using Metrics = std::map<std::string, double>;
+
+Metrics data_metrics(const RlBatch& batch, int64_t max_prompt_length, int64_t max_response_length);
+// Needs rollout_log_probs and old_log_probs on every response.
+Metrics rollout_diff_metrics(const RlBatch& batch);
+
+}  // namespace rf::apps

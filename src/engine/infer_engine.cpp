@@ -1,0 +1,88 @@
+#include "engine/infer_engine.h"
+
+#include <optional>
+
+#include "engine/sequence_padding.h"
+#include "model/hf_weights.h"
+
+namespace rf::engine {
+namespace {
+
+model::ParamLayout layout_for(const EngineConfig& config, const model::ModelConfig& model_config,
+                              const dist::ParallelContext& parallel) {
+  if (config.tensor_model_parallel_size != parallel.tp().size())
+    throw ConfigError("tensor_model_parallel_size",
+                      fmt::format("{} but the engine's TP group has {} ranks", config.tensor_model_parallel_size,
+                                  parallel.tp().size()));
+  return model::ParamLayout::for_model(model_config,
+                                       model::TensorParallelShard{.rank = parallel.tp().rank(),
+                                                                  .size = parallel.tp().size(),
+                                                                  .vocab_multiple = config.make_vocab_size_divisible_by});
+}
+
+EngineConfig validated(EngineConfig config) {
+  config.validate();
+  return config;
+}
+
+}  // namespace
+
+InferEngine::InferEngine(const EngineConfig& engine_config, const model::ModelConfig& model_config,
+                         const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
+                         MemoryTracker& tracker, int64_t max_tokens_per_micro_batch)
+    : config_(validated(engine_config)),
+      parallel_(parallel),
+      params_(layout_for(config_, model_config, parallel), config_.compute_dtype(),
+              {&tracker, MemoryTier::device, MemoryCategory::params}) {
+  if (config_.sequence_parallel != parallel.sequence_parallel())
+    throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
+                                                       config_.sequence_parallel, parallel.sequence_parallel()));
+  const int64_t tp = parallel.sequence_parallel() ? parallel.tp().size() : 1;
+  capacity_ = (max_tokens_per_micro_batch + tp - 1) / tp * tp;
+  model_ = std::make_unique<model::CausalLm>(model_config, params_, nullptr, kernels, parallel, &tracker);
+  model_->reserve(capacity_);
+  params_offload_.add(params_.storage());
+}
+
+void InferEngine::update_weights(const std::string& hf_name, TensorView full) {
+  onload();
+  const model::ParamEntry& e = params_.layout().entry(hf_name);
+  check_shape(full, e.hf_shape, hf_name.c_str());
+  copy_convert(e.hf_part(full), e.local_part(params_.get(hf_name)));
+}
+
+void InferEngine::load_hf_weights(const std::string& model_dir) {
+  onload();
+  model::load_hf_weights(params_, model_dir);
+}
+
+std::vector<TensorMap> InferEngine::compute_log_prob(const std::vector<TensorMap>& micro_batches, double temperature,
+                                                     model::EntropyOutput entropy) {
+  onload();
+  std::vector<TensorMap> outputs;
+  for (const TensorMap& mb : micro_batches) {
+    const int64_t N = mb.num_tokens();
+    RF_CHECK(N <= capacity_, "InferEngine: a micro-batch of {} tokens, room for {}", N, capacity_);
+    model::ModelInputs inputs;
+    inputs.seq_len = N;
+    inputs.tokens_N = mb.get("input_ids");
+    inputs.positions_N = mb.get("position_ids");
+    inputs.targets_N = mb.get("labels");
+    inputs.cu_seqlens = mb.cu_seqlens();
+    inputs.temperature = temperature;
+    // Sequence parallel needs N to divide over TP: a padding document whose outputs are dropped.
+    std::optional<model::PackedSequences> padded;
+    if (parallel_.sequence_parallel() && N % parallel_.tp().size() != 0) {
+      padded = pad_to_multiple(inputs, parallel_.tp().size());
+      inputs = padded->inputs(temperature);
+    }
+    const model::ModelOutputs out = model_->forward(inputs, entropy);
+    TensorMap result;
+    result.set("log_probs", clone(out.logp_N.slice(0, 0, N), DType::f32));
+    if (entropy == model::EntropyOutput::compute) result.set("entropy", clone(out.entropy_N.slice(0, 0, N), DType::f32));
+    outputs.push_back(std::move(result));
+  }
+  return outputs;
+}
+
+}  // namespace rf::engine

@@ -1,0 +1,56 @@
+// InferEngine: the forward passes of a frozen model (verl's reference policy; DESIGN §4), on its own
+// layout. It holds the weights once, in the compute dtype (no f32 master, no gradients, no
+// optimizer), loaded whole by HF name from another engine's export or from an HF folder, and returns
+// the log-probs (and entropy) of packed micro-batches, as TrainEngine's forward-only pass does.
+// Micro-batches are TensorMaps with input_ids, position_ids, labels and cu_seqlens (train_engine.h).
+// Idle-role offload (verl's ref.megatron.param_offload): offload() moves the weights to the host tier
+// between uses; everything that reads or writes them onloads them first.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/offload.h"
+#include "engine/engine_config.h"
+#include "engine/tensor_map.h"
+#include "model/causal_lm.h"
+
+namespace rf::engine {
+
+class InferEngine {
+ public:
+  InferEngine(const EngineConfig& engine_config, const model::ModelConfig& model_config,
+              const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker,
+              int64_t max_tokens_per_micro_batch);
+
+  // One weight by HF name, whole (any floating dtype): this rank keeps its TP shard.
+  void update_weights(const std::string& hf_name, TensorView full);
+  void load_hf_weights(const std::string& model_dir);
+
+  // Per micro-batch: "log_probs" f32 [N] (the labels' log-probs at `temperature`; 0 where a label is
+  // -100) and, when asked, "entropy" f32 [N].
+  std::vector<TensorMap> compute_log_prob(const std::vector<TensorMap>& micro_batches, double temperature,
+                                          model::EntropyOutput entropy);
+  // Reads zeros once offloaded again.
+  const model::ParamStore& weights() const {
+    params_offload_.onload();
+    return params_;
+  }
+
+  // As TrainEngine::offload / onload for its params: host copies on the tracker's host tier; onload is
+  // whole or, when the device budget refuses it, nothing (the tracker's error; still offloaded, intact).
+  void offload() { params_offload_.offload(OffloadContents::keep); }
+  void onload() { params_offload_.onload(); }
+  bool offloaded() const { return params_offload_.offloaded(); }
+
+ private:
+  EngineConfig config_;
+  dist::ParallelContext& parallel_;
+  model::ParamStore params_;
+  std::unique_ptr<model::CausalLm> model_;
+  int64_t capacity_;
+  mutable OffloadGroup params_offload_;  // mutable: weights() onloads
+};
+
+}  // namespace rf::engine

@@ -1,0 +1,86 @@
+// RlBatch's packing (apps/rlforge/rl_batch.h) against the convention rl/actor_loss.h reads: response
+// token t of a document with P prompt tokens sits at position P + t - 1 (its label), with the loss
+// mask and the per-token columns there and nowhere else; read_token_column reads the same positions
+// back; the (B, T) matrices pad with zeros.
+#include "apps/rlforge/rl_batch.h"
+
+#include <gtest/gtest.h>
+
+namespace rf::apps {
+namespace {
+
+RlBatch two_responses() {
+  RlBatch batch(2);
+  batch[0].prompt = {1, 2, 3};
+  batch[0].response = {7, 8};
+  batch[0].old_log_probs = {-0.5f, -0.25f};
+  batch[0].advantages = {1.0f, 1.0f};
+  batch[0].ref_log_prob = {-0.75f, -0.125f};
+  batch[1].group = 1;
+  batch[1].prompt = {4};
+  batch[1].response = {9, 10, 11};
+  batch[1].old_log_probs = {-1.0f, -2.0f, -3.0f};
+  batch[1].advantages = {-1.0f, -1.0f, -1.0f};
+  batch[1].ref_log_prob = {-4.0f, -5.0f, -6.0f};
+  return batch;
+}
+
+std::vector<double> values(TensorView t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v.push_back(t.dtype() == DType::f32 ? double(t.data<float>()[i])
+                                        : t.dtype() == DType::i64 ? double(t.data<int64_t>()[i])
+                                                                  : double(t.data<int32_t>()[i]));
+  return v;
+}
+
+TEST(RlBatch, PacksResponsesWithTheirColumnsAtTheLabelPositions) {
+  const RlBatch batch = two_responses();
+  const engine::TensorMap mb = make_micro_batch(batch, {1, 0}, LossColumns::actor, /*with_ref=*/true);
+  // Document 0 is response 1 (prompt 4, response 9 10 11), then response 0.
+  EXPECT_EQ(values(mb.get("input_ids")), (std::vector<double>{4, 9, 10, 11, 1, 2, 3, 7, 8}));
+  EXPECT_EQ(values(mb.get("position_ids")), (std::vector<double>{0, 1, 2, 3, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(values(mb.get("labels")), (std::vector<double>{9, 10, 11, -100, 2, 3, 7, 8, -100}));
+  EXPECT_EQ(values(mb.get("loss_mask")), (std::vector<double>{1, 1, 1, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(values(mb.get("old_log_probs")), (std::vector<double>{-1, -2, -3, 0, 0, 0, -0.5, -0.25, 0}));
+  EXPECT_EQ(values(mb.get("advantages")), (std::vector<double>{-1, -1, -1, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(values(mb.get("ref_log_prob")), (std::vector<double>{-4, -5, -6, 0, 0, 0, -0.75, -0.125, 0}));
+  EXPECT_EQ(values(mb.get("cu_seqlens")), (std::vector<double>{0, 4, 9}));
+  EXPECT_FALSE(make_micro_batch(batch, {0}, LossColumns::none, false).contains("advantages"));
+}
+
+TEST(RlBatch, ReadsPerPositionOutputsBackIntoResponseColumns) {
+  RlBatch batch = two_responses();
+  // Outputs that name their own position: response token t of document d reads position P + t - 1.
+  Tensor out({9}, DType::f32);
+  for (int64_t n = 0; n < 9; ++n) out.data<float>()[n] = float(n);
+  read_token_column(batch, {1, 0}, out, &RlResponse::entropy);
+  EXPECT_EQ(batch[1].entropy, (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(batch[0].entropy, (std::vector<float>{6, 7}));
+  Tensor short_out({8}, DType::f32);
+  EXPECT_THROW(read_token_column(batch, {1, 0}, short_out, &RlResponse::entropy), Error);
+}
+
+TEST(RlBatch, MatricesPadWithZerosAndStoreBack) {
+  RlBatch batch = two_responses();
+  const Tensor mask = response_mask_matrix(batch);
+  EXPECT_EQ(values(mask), (std::vector<double>{1, 1, 0, 1, 1, 1}));
+  const Tensor adv = column_matrix(batch, &RlResponse::advantages);
+  EXPECT_EQ(values(adv), (std::vector<double>{1, 1, 0, -1, -1, -1}));
+  store_column(batch, adv, &RlResponse::returns);
+  EXPECT_EQ(batch[0].returns, (std::vector<float>{1, 1}));
+  EXPECT_EQ(batch[1].returns, (std::vector<float>{-1, -1, -1}));
+}
+
+TEST(RlBatch, SplitsMicroBatchesByCountOrByTokens) {
+  const RlBatch batch = two_responses();  // 5 and 4 tokens
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 1, 0), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 2, 0), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 9), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 8), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  // A response longer than the budget still gets a micro-batch of its own.
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 3), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+}
+
+}  // namespace
+}  // namespace rf::apps

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Issue #9's acceptance 4: a wrong `rlforge train` config fails with one clear message naming the key
+# and what was expected, before any work (the run folder is never created), and never hangs. Each case
+# is the main job's config (examples/grpo_arith.yaml) with one thing wrong. Then the other side of
+# verl's key policy: a verl key rlforge does not implement, at verl's default, is accepted with a
+# warning naming it and dropped from the resolved config.
+source "$(dirname "$0")/common.sh"
+
+readonly hang_seconds=60
+base=(--config examples/grpo_arith.yaml trainer.resume_mode=disable)
+
+# refused <case> <message> <rlforge train args...>: the command fails in time with exactly one error line,
+# `rlforge: [rank 0] config error: <message>...` (<message> starts with the key path; under mpirun the
+# abort notice follows it), and the run folder was not made.
+refused() {
+  local name=$1 message=$2; shift 2
+  local run_dir="$SCRATCH/$name" status=0 start=$SECONDS
+  timeout -k 5 "$hang_seconds" "$RLFORGE" train "${base[@]}" trainer.default_local_dir="$run_dir" "$@" \
+    > "$SCRATCH/$name.out" 2> "$SCRATCH/$name.err" || status=$?
+  [[ $status != 124 && $status != 137 ]] || fail "$name: hung, killed after $hang_seconds s: $(cat "$SCRATCH/$name.err")"
+  [[ $status != 0 ]] || fail "$name: the config was accepted: $(cat "$SCRATCH/$name.err")"
+  local errors; errors=$(grep "^rlforge: " "$SCRATCH/$name.err" || true)
+  [[ $(grep -c . <<<"$errors") == 1 ]] || fail "$name: expected one error line, got: $(cat "$SCRATCH/$name.err")"
+  [[ $errors == "rlforge: [rank 0] config error: $message"* ]] || fail "$name: expected '$message', got '$errors'"
+  [[ ! -e $run_dir ]] || fail "$name: the run started before the config was refused ($run_dir exists)"
+  echo "ok: $name in $((SECONDS - start)) s: $errors"
+}
+
+# An unknown key, in the tree (bind) and on the command line (the override), each with a did-you-mean.
+refused unknown_key \
+  "actor_rollout_ref.actor.ppo_mini_batch_szie: unknown key; did you mean 'ppo_mini_batch_size'?" \
+  +actor_rollout_ref.actor.ppo_mini_batch_szie=32
+refused unknown_override "actor_rollout_ref.actor.ppo_mini_batch_szie: no such key to override; did you mean \
+'actor_rollout_ref.actor.ppo_mini_batch_size'?" actor_rollout_ref.actor.ppo_mini_batch_szie=32
+# An unknown key inside a section only verl has.
+refused unknown_key_in_verl_section "critic.optim.lrr: rlforge does not implement verl's \`critic.optim\`; there it \
+accepts only the keys docs/config.md lists, each at verl's default; did you mean 'lr'?" +critic.optim.lrr=1e-5
+refused bad_estimator "algorithm.adv_estimator: unknown name 'bogus'; known names: gae, grpo" \
+  algorithm.adv_estimator=bogus
+refused gae_needs_critic "algorithm.adv_estimator: 'gae' needs the critic role (a value model), which rlforge does \
+not have yet (issue #10); use a critic-free estimator such as grpo" algorithm.adv_estimator=gae
+refused bad_loss_mode "actor_rollout_ref.actor.policy_loss.loss_mode: unknown name 'clip_cov'" \
+  actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov
+# The example's train_batch_size is 64.
+refused mini_batch_not_dividing "actor_rollout_ref.actor.ppo_mini_batch_size: 48 does not divide \
+data.train_batch_size = 64: a step's prompts are cut into whole mini-batches, so expected a divisor of 64" \
+  actor_rollout_ref.actor.ppo_mini_batch_size=48
+refused mini_batch_larger "actor_rollout_ref.actor.ppo_mini_batch_size: 128 does not divide data.train_batch_size = 64" \
+  actor_rollout_ref.actor.ppo_mini_batch_size=128
+refused micro_batch_not_dividing "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 7 does not divide a \
+mini-batch's 512 responses (ppo_mini_batch_size 64 x rollout.n 8)" actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=7
+# reversal is a built-in task (its data_source is its name), but no rule scorer rewards it.
+refused task_without_scorer "data.task: 'reversal': the built-in task's data_source 'reversal' has no rule scorer" \
+  data.task=reversal data.task_kwargs=null
+# verl keys rlforge does not implement, at a value other than verl's default.
+refused verl_key_rollout_mode "actor_rollout_ref.rollout.mode: verl's key is not implemented by rlforge; only its \
+default async is accepted, got sync" actor_rollout_ref.rollout.mode=sync
+refused verl_key_dataloader_workers "data.dataloader_num_workers: verl's key is not implemented by rlforge; only \
+its default 8 is accepted, got 4" data.dataloader_num_workers=4
+refused verl_key_critic_enable "critic.enable: verl's key is not implemented by rlforge; only its default null is \
+accepted, got true" +critic.enable=true
+refused vllm_rollout "actor_rollout_ref.rollout.name: 'vllm': expected rlforge (rlforge's own engine; vllm, sglang \
+and trtllm are not available here)" actor_rollout_ref.rollout.name=vllm
+refused critic_warmup "trainer.critic_warmup: 1: expected 0, rlforge has no critic yet (issue #10)" trainer.critic_warmup=1
+refused wandb_logger "trainer.logger: 'wandb': expected console or jsonl" "trainer.logger=[console, wandb]"
+refused builtin_task_needs_steps "trainer.total_training_steps: required with a built-in task" \
+  trainer.total_training_steps=null
+# The layout against the world: every role spans all ranks, so each TP size must divide it.
+refused rollout_tp_not_dividing_world \
+  "actor_rollout_ref.rollout.tensor_model_parallel_size: 2 does not divide the world size 3" \
+  --nproc 3 actor_rollout_ref.rollout.tensor_model_parallel_size=2
+
+# A verl config that keeps verl's keys rlforge lacks at their defaults loads: each is named in a warning
+# and left out of the resolved config, and `--check-config` exits 0 before any work. Some come in the
+# file (verl's sections rlforge has no part of), some as overrides, which reach them as in verl.
+cat examples/grpo_arith.yaml - > "$SCRATCH/verl_style.yaml" <<'EOF'
+critic:
+  enable: null
+  optim: {lr: 1.0e-05, betas: [0.9, 0.999]}
+reward_model: {enable: False}
+ray_kwargs: {ray_init: {num_cpus: ~}}
+EOF
+"$RLFORGE" train --config "$SCRATCH/verl_style.yaml" --check-config trainer.default_local_dir="$SCRATCH/ok" \
+  actor_rollout_ref.rollout.mode=async data.dataloader_num_workers=8.0 +actor_rollout_ref.nccl_timeout=600 \
+  "+actor_rollout_ref.actor.checkpoint={save_contents: [model, optimizer, extra], async_save: false}" \
+  +actor_rollout_ref.actor._target_=verl.workers.config.McoreActorConfig \
+  > "$SCRATCH/resolved.yaml" 2> "$SCRATCH/warnings.log" || fail "verl keys at their defaults were refused: $(cat "$SCRATCH/warnings.log")"
+warning=$(grep "warning: verl keys rlforge does not implement, accepted at verl's default" "$SCRATCH/warnings.log") ||
+  fail "no warning about the verl keys at their defaults: $(cat "$SCRATCH/warnings.log")"
+for key in critic.enable critic.optim.lr critic.optim.betas reward_model.enable ray_kwargs.ray_init.num_cpus \
+           actor_rollout_ref.rollout.mode data.dataloader_num_workers actor_rollout_ref.nccl_timeout \
+           actor_rollout_ref.actor.checkpoint.save_contents actor_rollout_ref.actor.checkpoint.async_save; do
+  [[ $warning == *"$key"* ]] || fail "the warning does not name $key: $warning"
+done
+grep -q 'Hydra `_target_`' "$SCRATCH/warnings.log" || fail "no warning about the dropped _target_ key"
+grep -q "ppo_mini_batch_size: 64" "$SCRATCH/resolved.yaml" ||
+  fail "--check-config did not print the resolved config: $(head "$SCRATCH/resolved.yaml")"
+if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|^critic|^reward_model|^ray_kwargs|_target_|mode: async" \
+     "$SCRATCH/resolved.yaml"; then
+  fail "a verl key at its default reached the resolved config"
+fi
+[[ ! -e $SCRATCH/ok ]] || fail "--check-config started the run"
+echo "ok: verl keys at their defaults accepted, one warning: ${warning:0:150}..."
