@@ -1,6 +1,10 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -10,6 +14,27 @@ namespace rf {
 namespace {
 
 constexpr size_t kAlignment = 64;
+
+// Zeroes [data, data + bytes) and gives its whole pages back to the OS: MADV_DONTNEED on private
+// anonymous memory (which the allocator's heap and its large-block mappings both are) drops the pages,
+// and they read as zeros when next touched. The partial pages at the edges hold other allocations'
+// bytes too, so they are zeroed in place instead.
+void discard_contents(void* data, size_t bytes) {
+  static const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t end = begin + bytes;
+  const uintptr_t first_page = (begin + page - 1) / page * page;
+  const uintptr_t end_page = end / page * page;
+  if (first_page >= end_page) {
+    std::memset(data, 0, bytes);
+    return;
+  }
+  std::memset(data, 0, first_page - begin);
+  std::memset(reinterpret_cast<void*>(end_page), 0, end - end_page);
+  // Should madvise refuse (locked pages), zeroing keeps the contract; only the RAM is not returned.
+  if (madvise(reinterpret_cast<void*>(first_page), end_page - first_page, MADV_DONTNEED) != 0)
+    std::memset(reinterpret_cast<void*>(first_page), 0, end_page - first_page);
+}
 
 }  // namespace
 
@@ -31,9 +56,11 @@ Tensor::Tensor(Shape shape, DType dtype, TensorAccount account) : account_(accou
 }
 
 Tensor::Tensor(Tensor&& other) noexcept
-    : view_(other.view_), account_(other.account_), allocated_bytes_(other.allocated_bytes_) {
+    : view_(other.view_), account_(other.account_), allocated_bytes_(other.allocated_bytes_),
+      resident_(other.resident_) {
   other.view_ = TensorView();
   other.allocated_bytes_ = 0;
+  other.resident_ = true;
 }
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
@@ -42,8 +69,10 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     view_ = other.view_;
     account_ = other.account_;
     allocated_bytes_ = other.allocated_bytes_;
+    resident_ = other.resident_;
     other.view_ = TensorView();
     other.allocated_bytes_ = 0;
+    other.resident_ = true;
   }
   return *this;
 }
@@ -53,9 +82,24 @@ Tensor::~Tensor() { release(); }
 void Tensor::release() {
   if (view_.empty()) return;
   std::free(view_.raw());
-  if (account_.tracker) account_.tracker->on_release(account_.tier, account_.category, int64_t(allocated_bytes_));
+  if (account_.tracker && resident_)
+    account_.tracker->on_release(account_.tier, account_.category, int64_t(allocated_bytes_));
   view_ = TensorView();
   allocated_bytes_ = 0;
+  resident_ = true;
+}
+
+void Tensor::set_resident(bool resident) {
+  RF_CHECK(!view_.empty(), "set_resident: no tensor");
+  if (resident == resident_) return;
+  if (resident) {
+    // Accounted first: a refused budget leaves the tensor as it was.
+    if (account_.tracker) account_.tracker->on_allocate(account_.tier, account_.category, int64_t(allocated_bytes_));
+  } else {
+    discard_contents(view_.raw(), allocated_bytes_);
+    if (account_.tracker) account_.tracker->on_release(account_.tier, account_.category, int64_t(allocated_bytes_));
+  }
+  resident_ = resident;
 }
 
 void copy_convert(TensorView src, TensorView dst) {

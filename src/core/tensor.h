@@ -1,5 +1,6 @@
 // Tensor: owns a 64-byte-aligned, contiguous buffer and, when given a MemoryTracker, accounts its
-// bytes under a (tier, category) for its whole life. Move-only. Converts to TensorView, which is
+// bytes under a (tier, category) for as long as it is resident (normally its whole life; offload
+// makes it non-resident for a while, core/offload.h). Move-only. Converts to TensorView, which is
 // what every kernel takes.
 #pragma once
 
@@ -44,6 +45,21 @@ class Tensor {
   T& at(std::initializer_list<int64_t> index) const {
     return view_.at<T>(index);
   }
+  const TensorAccount& account() const { return account_; }
+  size_t allocated_bytes() const { return allocated_bytes_; }  // what the tracker counts: nbytes, padded
+
+  // Residency, for offload (core/offload.h keeps the contents elsewhere meanwhile). The buffer keeps its
+  // address either way, so views taken before stay valid, although they must not be used while the
+  // tensor is not resident.
+  // set_resident(false): the tracker releases allocated_bytes() from the tensor's (tier, category) and
+  // the contents are lost: the buffer reads as zeros. The whole pages inside the buffer go back to the
+  // OS (madvise MADV_DONTNEED); the partial pages at its two edges, which other allocations share, stay
+  // and are zeroed: under two pages per tensor stay in RAM, while the tracker releases every byte.
+  // set_resident(true): the bytes are accounted again; when the tier's budget refuses them the
+  // tracker's error propagates and the tensor stays non-resident. The contents are zeros: the caller
+  // copies its data back. Either call is a no-op when the tensor already is what it asks for.
+  void set_resident(bool resident);
+  bool resident() const { return resident_; }
 
  private:
   void release();
@@ -51,6 +67,7 @@ class Tensor {
   TensorView view_;
   TensorAccount account_;
   size_t allocated_bytes_ = 0;
+  bool resident_ = true;
 };
 
 // Copies `src` into `dst` (same shape, any strides), converting between floating dtypes.

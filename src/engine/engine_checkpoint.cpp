@@ -35,6 +35,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
            "saving {}: the checkpoint writer has {} ranks but the engine runs on {}: every rank of the engine "
            "writes its part of the step",
            component, writer.num_writers(), parallel_.role().size());
+  onload_for({.params = true, .optimizer = true});
   complete_param_gather(master_.layout().total_numel());
   const model::ParamLayout& layout = master_.layout();
   const bool first_dp = parallel_.dp().rank() == 0;
@@ -63,6 +64,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
 }
 
 void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component) {
+  onload_for(OffloadSet::all());  // it writes every part (the gradients are zeroed)
   complete_param_gather(master_.layout().total_numel());  // nothing may land on the loaded weights later
   const model::ParamLayout& layout = master_.layout();
   read_all(reader, component, param_shards(layout, master_.flat(), "", TpReplicas::include));

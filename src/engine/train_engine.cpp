@@ -136,6 +136,10 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
   model_ = std::make_unique<model::CausalLm>(model_config_, compute_copy_ ? *compute_copy_ : master_, &grads_, kernels,
                                              parallel, &tracker);
+  params_offload_.add(master_.storage());
+  if (compute_copy_) params_offload_.add(compute_copy_->storage());
+  grads_offload_.add(grads_.storage());
+  for (Tensor* state : optimizer_.state_tensors()) optimizer_offload_.add(*state);
   model_->reserve(padded_capacity(max_tokens_per_micro_batch, parallel));
   if (config_.overlap_grad_reduce && parallel.dp().size() > 1)
     model_->set_grads_ready_hook([this](int64_t layer) {
@@ -151,7 +155,34 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
   warn_about_idle_keys(config_, parallel);
 }
 
+void TrainEngine::offload(OffloadSet parts) {
+  if (parts.params) {
+    complete_param_gather(master_.layout().total_numel());  // its all-gather writes into the weights
+    params_offload_.offload(OffloadContents::keep);
+  }
+  if (parts.grads) {
+    if (grad_reducer_.started()) reduce_gradients();  // its collectives write into the gradients
+    grads_offload_.offload(grads_zeroed_ ? OffloadContents::discard : OffloadContents::keep);
+  }
+  if (parts.optimizer) optimizer_offload_.offload(OffloadContents::keep);
+}
+
+void TrainEngine::onload(OffloadSet parts) { onload_for(parts); }
+
+void TrainEngine::onload_for(OffloadSet needed) const {
+  if (needed.params) params_offload_.onload();
+  if (needed.grads) grads_offload_.onload();
+  if (needed.optimizer) optimizer_offload_.onload();
+}
+
+OffloadSet TrainEngine::offloaded() const {
+  return {.params = params_offload_.offloaded(),
+          .grads = grads_offload_.offloaded(),
+          .optimizer = optimizer_offload_.offloaded()};
+}
+
 void TrainEngine::export_weights(const WeightSink& sink) const {
+  onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
   for (const model::ParamEntry& e : master_.layout().entries()) {
     const TensorView shard = master_.get(e.name);
@@ -176,12 +207,14 @@ void TrainEngine::sync_compute_weights() {
 }
 
 void TrainEngine::init_random_weights(uint64_t seed) {
+  onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
   model::init_params(master_, model_config_, seed);
   sync_compute_weights();
 }
 
 void TrainEngine::load_hf_weights(const std::string& model_dir) {
+  onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
   model::load_hf_weights(master_, model_dir);
   sync_compute_weights();
@@ -194,6 +227,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   RF_CHECK(forward_only == ForwardOnly::yes || (!grads_reduced_ && !grad_reducer_.started()),
            "forward_backward: this step's gradients are already reduced over the ranks; call optimizer_step "
            "before the next backward");
+  onload_for({.params = true, .grads = forward_only == ForwardOnly::no});
   LossContext context;
   context.dp_size = parallel_.dp().size();
   context.num_microbatches = int64_t(micro_batches.size());
@@ -265,6 +299,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
 
 void TrainEngine::reduce_gradients() {
   if (grads_reduced_) return;
+  onload_for({.grads = true});
   complete_param_gather(master_.layout().total_numel());  // it shares its staging buffer with the reduction
   grad_reducer_.finish();
   // After the DP sums: sums commute, and TP peers own the same shard ranges (megatron.md §4.5).
@@ -273,6 +308,7 @@ void TrainEngine::reduce_gradients() {
 }
 
 double TrainEngine::optimizer_step() {
+  onload_for(OffloadSet::all());
   reduce_gradients();
   const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
   if (bucket_plan_.sharded() && config_.overlap_param_gather) {

@@ -17,6 +17,13 @@
 // all-gather runs in the background from the end of optimizer_step, and the next forward waits for
 // each bucket just before the layer that reads it (CausalLm's params-needed hook); everything that
 // reads the weights otherwise (master_weights, export, checkpoints) waits for all of it first.
+//
+// Idle-role offload (verl.md §3.4, DESIGN §9): offload() moves the parts of the state an OffloadSet
+// names to the host tier between stages, and they come back bit for bit at the same addresses, by
+// onload() or by the first call that needs them (forward_backward: params, and grads unless forward-only;
+// reduce_gradients: grads; optimizer_step and load_checkpoint: everything; save_checkpoint: params and
+// optimizer; export_weights, master_weights(), model(): params; grads(): grads; optimizer(): optimizer).
+// So offloading changes where bytes are, never a result.
 #pragma once
 
 #include <functional>
@@ -27,8 +34,10 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "core/offload.h"
 #include "engine/engine_config.h"
 #include "engine/grad_reducer.h"
+#include "engine/offload_set.h"
 #include "engine/shard_gatherer.h"
 #include "engine/tensor_map.h"
 #include "model/causal_lm.h"
@@ -85,7 +94,10 @@ class TrainEngine {
   // themselves. Idempotent until the gradients are zeroed; no backward may run in between.
   // With the distributed optimizer only this rank's shard of grads() holds the reduced gradient.
   void reduce_gradients();
-  const model::GradBuffer& grads() const { return grads_; }
+  const model::GradBuffer& grads() const {
+    onload_for({.grads = true});
+    return grads_;
+  }
   // Returns the pre-clip grad norm; gradients are zeroed for the next step. With the distributed
   // optimizer it also all-gathers the updated weights over DP.
   double optimizer_step();
@@ -108,17 +120,40 @@ class TrainEngine {
   using WeightSink = std::function<void(const std::string& hf_name, TensorView full)>;
   void export_weights(const WeightSink& sink) const;
 
-  model::CausalLm& model() { return *model_; }
+  // Offloads the parts `parts` names (those already offloaded stay so). Host copies are accounted
+  // under the engine's tracker on the host tier, in the same categories. Gradients that are all zero
+  // (no backward since the last optimizer_step) are dropped, not copied, and come back as zeros.
+  // Params: an overlapped all-gather still in flight is completed first. Grads: a DP reduction in
+  // flight is finished first (reduce_gradients: collective, as every rank runs the same stages).
+  void offload(OffloadSet parts);
+  // Brings the parts back. Each part comes back whole or, when the device tier's budget cannot hold
+  // it, not at all: the tracker's error propagates and the part stays offloaded and intact.
+  void onload(OffloadSet parts);
+  OffloadSet offloaded() const;
+
+  // The model reads the weights: they are onloaded. The references below read zeros while their part
+  // is offloaded again.
+  model::CausalLm& model() {
+    onload_for({.params = true});
+    return *model_;
+  }
   const model::ModelConfig& model_config() const { return model_config_; }
   // Complete: waits for an overlapped parameter all-gather still in flight.
   const model::ParamStore& master_weights() const {
+    onload_for({.params = true});
     complete_param_gather(master_.layout().total_numel());
     return master_;
   }
-  const optim::AdamWOptimizer& optimizer() const { return optimizer_; }
+  const optim::AdamWOptimizer& optimizer() const {
+    onload_for({.optimizer = true});
+    return optimizer_;
+  }
   const optim::BucketPlan& bucket_plan() const { return bucket_plan_; }
   const GradSyncTimes& grad_sync_times() const { return grad_reducer_.times(); }
-  optim::AdamWOptimizer& optimizer() { return optimizer_; }
+  optim::AdamWOptimizer& optimizer() {
+    onload_for({.optimizer = true});
+    return optimizer_;
+  }
   optim::LrScheduler& scheduler() { return scheduler_; }
   DType compute_dtype() const { return compute_dtype_; }
   int64_t num_parameters() const { return master_.layout().num_parameters(); }
@@ -128,6 +163,8 @@ class TrainEngine {
   // overlap_param_gather: finishes the all-gather of the weights at buffer offsets below `end` (and
   // their bf16 copy). Logically const: the weights only become what optimizer_step made them.
   void complete_param_gather(int64_t end) const;
+  // Onloads what of `needed` is offloaded. Logically const: the contents are what they were.
+  void onload_for(OffloadSet needed) const;
 
   EngineConfig config_;
   model::ModelConfig model_config_;
@@ -151,6 +188,8 @@ class TrainEngine {
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;
   Tensor dlogp_N_, dentropy_N_;
+  // The tensors of each OffloadSet part; mutable as the const accessors onload them.
+  mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;
 };
 
 // The tokens' next-token targets and loss mask for SFT-style micro-batches: a TensorMap with

@@ -15,6 +15,7 @@ class ParamStore {
   DType dtype() const { return flat_.dtype(); }
   TensorView get(const std::string& name) const;
   TensorView flat() const { return flat_; }
+  Tensor& storage() { return flat_; }  // for offload (core/offload.h): the buffer keeps its address
 
  private:
   ParamLayout layout_;
@@ -28,6 +29,7 @@ class GradBuffer {
   DType dtype() const { return flat_.dtype(); }
   TensorView get(const std::string& name) const;
   TensorView flat() const { return flat_; }
+  Tensor& storage() { return flat_; }  // for offload (core/offload.h): the buffer keeps its address
   void zero();
 
  private:

@@ -6,8 +6,11 @@
 // It updates the parameters of this rank's shard (BucketPlan): everything without sharding; with the
 // distributed optimizer (ZeRO-1 over DP) only the fragments of its shard, whose Adam moments are all it
 // allocates. Gathering the updated weights from the other DP ranks is the caller's (shard_gatherer.h).
-// Not here yet: offload, which keeps this interface.
+// Offload is the engine's (TrainEngine::offload): it moves the moments through state_tensors(), which
+// keep their addresses.
 #pragma once
+
+#include <array>
 
 #include "dist/parallel_context.h"
 #include "kernels/kernel_registry.h"
@@ -35,6 +38,8 @@ class AdamWOptimizer {
   void set_num_steps(int64_t num_steps) { num_steps_ = num_steps; }
   TensorView exp_avg() const { return exp_avg_; }
   TensorView exp_avg_sq() const { return exp_avg_sq_; }
+  // Every tensor of this rank's state (the moments of its shard), for offload.
+  std::array<Tensor*, 2> state_tensors() { return {&exp_avg_, &exp_avg_sq_}; }
 
  private:
   // The squared norm of this rank's fragments, counting TP-replicated parameters on TP rank 0 only.
