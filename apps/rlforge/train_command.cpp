@@ -14,11 +14,36 @@
 namespace rf::apps {
 namespace {
 
+// verl's ref.megatron interpolates its parallel sizes, dtype, seed and offload from the actor's
+// (${oc.select:actor_rollout_ref.actor.megatron...}): every ref.megatron key the user did not set, in
+// the file or by an override, takes the actor's resolved value.
+void ref_follows_actor(config::ConfigTree& tree, const YAML::Node& file_ref_megatron,
+                       const std::vector<std::string>& overrides) {
+  const std::string ref_prefix = "actor_rollout_ref.ref.megatron.";
+  auto set_by_user = [&](const std::string& key) {
+    if (file_ref_megatron.IsMap() && file_ref_megatron[key].IsDefined()) return true;
+    for (const std::string& o : overrides) {
+      const std::string assignment = o.substr(o.find_first_not_of('+'));
+      if (assignment.starts_with(ref_prefix + key + "=")) return true;
+    }
+    return false;
+  };
+  const YAML::Node actor = tree.node("actor_rollout_ref.actor.megatron");
+  YAML::Node ref = tree.node("actor_rollout_ref.ref.megatron");
+  for (const auto& entry : actor) {
+    const std::string key = entry.first.as<std::string>();
+    if (!set_by_user(key)) ref[key] = YAML::Clone(entry.second);
+  }
+}
+
 RlConfig load_rl_config(const std::string& config_path, const std::vector<std::string>& overrides) {
   config::ConfigTree tree = config::ConfigTree::from_file(config_path);
+  const YAML::Node in_file = tree.node("actor_rollout_ref.ref.megatron");
+  const YAML::Node file_ref_megatron = in_file.IsDefined() ? YAML::Clone(in_file) : YAML::Node();
   tree.merge_defaults(config::to_yaml(RlConfig{}));
   tree.apply_overrides(reach_unimplemented_verl_keys(overrides));
   apply_verl_key_policy(tree);
+  ref_follows_actor(tree, file_ref_megatron, overrides);
   return config::bind<RlConfig>(tree.root(), "");
 }
 
