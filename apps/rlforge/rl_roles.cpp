@@ -7,6 +7,7 @@
 #include "apps/rlforge/sft_parallel.h"
 #include "core/philox.h"
 #include "data/index_permutation.h"
+#include "engine/offload_set.h"
 #include "rl/agg_loss.h"
 
 namespace rf::apps {
@@ -188,6 +189,8 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
                           TensorView) { return engine::LossOutput{}; };
   const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
                                                                      model::EntropyOutput::compute, temperature_);
+  // Idle until the update: its weights may leave the device while the reference runs.
+  actor_->offload({.params = config_.actor_rollout_ref.actor.megatron.param_offload});
   for (size_t m = 0; m < groups.size(); ++m) {
     read_token_column(batch, groups[m], out.outputs[m].get("log_probs"), &RlResponse::old_log_probs);
     read_token_column(batch, groups[m], out.outputs[m].get("entropy"), &RlResponse::entropy);
@@ -208,6 +211,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
   std::vector<engine::TensorMap> mbs;
   for (const auto& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
   const std::vector<engine::TensorMap> out = ref_->compute_log_prob(mbs, temperature_, model::EntropyOutput::skip);
+  if (config_.actor_rollout_ref.ref.megatron.param_offload) ref_->offload();
   for (size_t m = 0; m < groups.size(); ++m)
     read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
 }
@@ -248,6 +252,9 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
 
 void RlRoles::sync_weights() {
   actor_->export_weights([&](const std::string& name, TensorView full) { rollout_->update_weights(name, full); });
+  // The actor is idle from here to the next step's old-log-prob pass (generation runs on the
+  // rollout's own weights): what the config offloads leaves the device tier.
+  actor_->offload(engine::configured_offload(config_.actor_rollout_ref.actor.megatron));
 }
 
 }  // namespace rf::apps

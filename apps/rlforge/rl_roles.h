@@ -8,6 +8,9 @@
 //   compute_ref      ref_log_prob with the reference
 //   update_actor     mini-batches x ppo_epochs through ActorLoss, one optimizer step per mini-batch
 //   sync_weights     the actor's weights streamed into the rollout's layout, one tensor at a time
+// Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
+// the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
+// reference after its pass; each engine brings back what a stage needs (engine/offload_set.h).
 // The batch is the same on every rank (generation is keyed by (seed, request, sample, position), so
 // every rank draws the same tokens); each DP rank of the actor runs its slice of every mini-batch.
 #pragma once

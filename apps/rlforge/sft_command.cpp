@@ -38,6 +38,13 @@ Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi) {
     tree.merge_defaults(config::to_yaml(SftConfig{}));
     tree.apply_overrides(*overrides);
     SftConfig sft = config::bind<SftConfig>(tree.root(), "");
+    // Offload moves an idle role's state off the device between RL stages; SFT's one role never idles.
+    const engine::EngineConfig& m = sft.megatron;
+    if (m.param_offload || m.grad_offload || m.optimizer_offload)
+      throw ConfigError(m.param_offload ? "megatron.param_offload" : m.grad_offload ? "megatron.grad_offload"
+                                                                                    : "megatron.optimizer_offload",
+                        "SFT trains every step, so nothing is idle to offload (offload applies to `rlforge train`'s "
+                        "roles); expected false");
     const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
     check_parallel_layout(sft, world->size());
     const SftSummary summary = run_sft(sft, YAML::Dump(config::to_yaml(sft)), *world);

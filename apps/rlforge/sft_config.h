@@ -39,6 +39,7 @@ struct TrainerConfig {
   std::vector<std::string> logger = {"console", "jsonl"};
   int num_threads = 0;              // OpenMP threads; 0: one per core
   std::string resume_mode = "auto";  // auto: continue from the latest checkpoint; disable: start over
+  std::optional<double> stop_at_val_acc;  // stop (with a checkpoint) at the first evaluation reaching it
 
   template <class Fields>
   void fields(Fields& f) {
@@ -49,6 +50,9 @@ struct TrainerConfig {
     f("logger", logger, "console and/or jsonl");
     f("num_threads", num_threads, "OpenMP threads (0: one per core)");
     f("resume_mode", resume_mode, "auto (continue from the latest checkpoint) or disable");
+    f("stop_at_val_acc", stop_at_val_acc,
+      "stop, with a checkpoint, at the first evaluation whose accuracy reaches this (null: run every step); "
+      "builds a warm start of a given accuracy whatever the seed");
   }
   void validate() const;
 };

@@ -275,13 +275,17 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
               tracker.peak(tier, category);
       }
     }
-    const bool last = step == trainer.total_training_steps;
+    bool last = step == trainer.total_training_steps;
     if (last || (trainer.test_freq > 0 && step % trainer.test_freq == 0)) {
       Stopwatch eval_clock;
       const Evaluation eval = evaluate(engine, source, tokens, builder, data_config, capacity);
       row[fmt::format("val-core/{}/acc/mean@1", task_name)] = eval.accuracy;
       row["timing_s/testing"] = eval_clock.seconds();
       summary.val_accuracy = eval.accuracy;
+      if (trainer.stop_at_val_acc && eval.accuracy >= *trainer.stop_at_val_acc) {
+        if (lead) core::log_info("trainer.stop_at_val_acc {} reached at step {}", *trainer.stop_at_val_acc, step);
+        last = true;
+      }
     }
     if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
       // Every rank writes its part of the step (train_engine.h); rank 0 the trainer's state.
@@ -296,6 +300,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
     summary.final_loss = fb.loss;
     summary.final_step = step;
     ++summary.steps_run;
+    if (last) break;
   }
   summary.train_seconds = run_clock.seconds();
   summary.tokens_per_second = summary.train_seconds > 0 ? double(tokens_run) / summary.train_seconds : 0;

@@ -31,9 +31,6 @@ void EngineConfig::validate() const {
   if (overlap_param_gather && !use_distributed_optimizer)
     throw ConfigError("overlap_param_gather",
                       "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
-  if (param_offload || grad_offload || optimizer_offload)
-    throw ConfigError(param_offload ? "param_offload" : grad_offload ? "grad_offload" : "optimizer_offload",
-                      "offload is not supported yet");
   compute_dtype();
 }
 
