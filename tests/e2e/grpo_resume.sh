@@ -5,13 +5,13 @@
 # Timings and throughput are left out of the comparison; everything else must match exactly.
 source "$(dirname "$0")/common.sh"
 "$RLFORGE" sft --config examples/sft_arith.yaml trainer.default_local_dir="$SCRATCH/sft" \
-  trainer.total_training_steps=40 trainer.test_freq=40 trainer.save_freq=40 trainer.num_threads=2 \
+  trainer.total_training_steps=300 trainer.test_freq=300 trainer.save_freq=300 trainer.num_threads=2 \
   > "$SCRATCH/sft.log" 2>&1 || { tail -20 "$SCRATCH/sft.log"; fail "warm start sft failed"; }
-args=(train --config examples/grpo_arith.yaml actor_rollout_ref.model.path="$SCRATCH/sft/global_step_40/huggingface"
+args=(train --config examples/grpo_arith.yaml actor_rollout_ref.model.path="$SCRATCH/sft/global_step_300/huggingface"
       data.task_kwargs.digits=2 data.max_response_length=4 data.max_prompt_length=8 data.val_size=50
       data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 actor_rollout_ref.actor.shuffle=true
       actor_rollout_ref.actor.ppo_epochs=2 trainer.total_training_steps=12 trainer.test_freq=6 trainer.save_freq=4
-      trainer.deterministic=true trainer.num_threads=2 trainer.max_actor_ckpt_to_keep=null)
+      trainer.deterministic=true trainer.num_threads=2 trainer.max_actor_ckpt_to_keep=null trainer.time_budget_s=null actor_rollout_ref.actor.optim.lr_warmup_steps=1)
 
 run() { "$RLFORGE" "${args[@]}" trainer.default_local_dir="$SCRATCH/$1" > "$SCRATCH/$1.log" 2>&1 \
           || { tail -20 "$SCRATCH/$1.log"; fail "run $1 failed"; }; }

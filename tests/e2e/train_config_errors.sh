@@ -48,7 +48,7 @@ data.train_batch_size = 64: a step's prompts are cut into whole mini-batches, so
 refused mini_batch_larger "actor_rollout_ref.actor.ppo_mini_batch_size: 128 does not divide data.train_batch_size = 64" \
   actor_rollout_ref.actor.ppo_mini_batch_size=128
 refused micro_batch_not_dividing "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 7 does not divide a \
-mini-batch's 512 responses (ppo_mini_batch_size 64 x rollout.n 8)" actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=7
+mini-batch's 128 responses (ppo_mini_batch_size 16 x rollout.n 8)" actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=7
 # reversal is a built-in task (its data_source is its name), but no rule scorer rewards it.
 refused task_without_scorer "data.task: 'reversal': the built-in task's data_source 'reversal' has no rule scorer" \
   data.task=reversal data.task_kwargs=null
@@ -93,7 +93,7 @@ for key in critic.enable critic.optim.lr critic.optim.betas reward_model.enable 
   [[ $warning == *"$key"* ]] || fail "the warning does not name $key: $warning"
 done
 grep -q 'Hydra `_target_`' "$SCRATCH/warnings.log" || fail "no warning about the dropped _target_ key"
-grep -q "ppo_mini_batch_size: 64" "$SCRATCH/resolved.yaml" ||
+grep -q "ppo_mini_batch_size: 16" "$SCRATCH/resolved.yaml" ||
   fail "--check-config did not print the resolved config: $(head "$SCRATCH/resolved.yaml")"
 if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|^critic|^reward_model|^ray_kwargs|_target_|mode: async" \
      "$SCRATCH/resolved.yaml"; then
