@@ -17,6 +17,8 @@
 //                         throughput ablation)
 //   continuous_seats<N>   max_num_seqs N (a request's 8 samples take 8 seats), as a server limits
 //                         its batch: finished samples' seats are refilled at once
+//   padded_static[_seats<N>]  static batching as a padded generate loop runs it (PyTorch's schedule):
+//                         finished samples keep their seat and keep being computed until the batch ends
 //   static_seats<N>       max_num_seqs N with static batching: the next requests wait until the
 //                         batch's longest sample ends
 // Output: first the cost of one draw (token and log-prob from a row of V logits; a step's draws run
@@ -61,22 +63,26 @@ struct BenchOptions {
 struct Variant {
   int64_t max_num_seqs = rf::bench::kRolloutSamples;
   bool static_batching = false;
+  bool pad_finished = false;
   bool share_prefix = true;
 };
 
 Variant variant_of(const std::string& name) {
   if (name == "continuous") return {};
   if (name == "static") return {.static_batching = true};
+  if (name == "padded_static") return {.static_batching = true, .pad_finished = true};
   if (name == "no_prefix_sharing") return {.share_prefix = false};
-  for (const bool is_static : {false, true}) {  // continuous_seats<N>, static_seats<N>
-    const std::string prefix = is_static ? "static_seats" : "continuous_seats";
+  // continuous_seats<N>, static_seats<N>, padded_static_seats<N>
+  for (const std::string prefix : {"continuous_seats", "static_seats", "padded_static_seats"}) {
     if (name.rfind(prefix, 0) != 0) continue;
     const int64_t seats = std::atoll(name.c_str() + prefix.size());
     if (seats >= rf::bench::kSamplesPerPrompt && std::to_string(seats) == name.substr(prefix.size()))
-      return {.max_num_seqs = seats, .static_batching = is_static};
+      return {.max_num_seqs = seats,
+              .static_batching = prefix != "continuous_seats",
+              .pad_finished = prefix == "padded_static_seats"};
   }
-  throw rf::ConfigError("--variants", "'" + name + "': expected continuous, static, no_prefix_sharing, "
-                                                   "continuous_seats<N> or static_seats<N> (N >= 8)");
+  throw rf::ConfigError("--variants", "'" + name + "': expected continuous, static, padded_static, no_prefix_sharing, "
+                                                   "continuous_seats<N>, static_seats<N> or padded_static_seats<N> (N >= 8)");
 }
 
 BenchOptions parse_options(int argc, char** argv) {
@@ -131,7 +137,8 @@ struct Setup {
                 .max_num_batched_tokens = max_batched_tokens,
                 .enable_chunked_prefill = true,
                 .max_model_len = rf::bench::kPromptLen + rf::bench::kMaxTokensHigh,
-                .static_batching = v.static_batching};
+                .static_batching = v.static_batching,
+                .pad_finished = v.pad_finished};
     auto e = std::make_unique<ro::RolloutEngine>(config, dtype, r, kernels, parallel, tracker);
     e->update_weights(weights);
     return e;

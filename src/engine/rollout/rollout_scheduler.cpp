@@ -140,16 +140,36 @@ void RolloutScheduler::complete(const std::vector<ScheduledChunk>& chunks, const
       const auto [token, logprob] = draw(*d, row);
       d->tokens.push_back(token);
       d->logprobs.push_back(logprob);
-      if (finished(*d)) done_now.push_back(d);
+      const bool padding = d->end_length >= 0;
+      if (padding && int64_t(d->tokens.size()) >= limits_.max_model_len) done_now.push_back(d);  // no room to pad
+      if (padding || !finished(*d)) continue;
+      if (limits_.static_batching && limits_.pad_finished) {
+        d->end_length = int64_t(d->tokens.size());
+      } else {
+        done_now.push_back(d);
+      }
     }
     ++row;
   }
-  for (RolloutSequence* d : done_now) {
-    kv_.free(d->id);
-    const auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == d; });
-    finished_.push_back(std::move(*it));
-    running_.erase(it);
+  for (RolloutSequence* d : done_now) retire(d);
+  // A padded batch retires when its last sequence ends and nothing of it is left to admit.
+  const bool all_padding = std::all_of(running_.begin(), running_.end(), [](const auto& p) { return p->end_length >= 0; });
+  if (limits_.static_batching && limits_.pad_finished && all_padding && !batch_open_) {
+    std::vector<RolloutSequence*> batch;
+    for (const auto& p : running_) batch.push_back(p.get());
+    for (RolloutSequence* d : batch) retire(d);
   }
+}
+
+void RolloutScheduler::retire(RolloutSequence* s) {
+  kv_.free(s->id);
+  if (s->end_length >= 0) {
+    s->tokens.resize(size_t(s->end_length));
+    s->logprobs.resize(size_t(s->end_length - s->prompt_len));
+  }
+  const auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == s; });
+  finished_.push_back(std::move(*it));
+  running_.erase(it);
 }
 
 std::vector<std::unique_ptr<RolloutSequence>> RolloutScheduler::take_finished() {

@@ -35,6 +35,10 @@ struct SchedulerLimits {
   // An ablation for benchmarks: admit waiting sequences only when none is running, so a batch runs
   // until its longest sample ends (static batching, as a plain generate loop does).
   bool static_batching = false;
+  // With static_batching, as a padded generate loop runs it (HF generate, bench/torch_rollout.py): a
+  // finished sequence keeps its seat and keeps being computed (its extra tokens are dropped) until the
+  // last sequence of its batch ends; then the whole batch retires. What continuous batching saves.
+  bool pad_finished = false;
 };
 
 struct RolloutSequence {
@@ -47,6 +51,7 @@ struct RolloutSequence {
   std::vector<int64_t> tokens;   // prompt + generated
   std::vector<double> logprobs;  // of the generated tokens
   int64_t num_computed = 0;      // tokens whose KV is in the cache
+  int64_t end_length = -1;       // pad_finished: its length when it finished (>= 0), computed on as padding
   int64_t generated() const { return int64_t(tokens.size()) - prompt_len; }
 };
 
@@ -85,6 +90,9 @@ class RolloutScheduler {
 
  private:
   bool finished(const RolloutSequence& s) const;
+  // Moves a finished sequence from running to finished, its blocks freed and its tokens cut to where it
+  // ended (pad_finished).
+  void retire(RolloutSequence* s);
   // Preempts the newest running sequence; returns it.
   RolloutSequence* preempt_newest();
 

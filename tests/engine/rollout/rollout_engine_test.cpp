@@ -67,13 +67,15 @@ struct TinyModel {
   }
 
   std::unique_ptr<RolloutEngine> engine(int64_t num_blocks, int64_t block_size, int64_t max_batched_tokens,
-                                        bool prefix_caching, int64_t max_num_seqs = 64, bool static_batching = false) {
+                                        bool prefix_caching, int64_t max_num_seqs = 64, bool static_batching = false,
+                                        bool pad_finished = false) {
     RolloutConfig r;
     r.block_size = block_size;
     r.kv_cache_bytes = num_blocks * kv_cache_spec(config, 1, dtype, block_size).bytes_per_block();
     r.enable_prefix_caching = prefix_caching;
     r.limits = {.max_num_seqs = max_num_seqs, .max_num_batched_tokens = max_batched_tokens,
-                .enable_chunked_prefill = true, .max_model_len = kMaxModelLen, .static_batching = static_batching};
+                .enable_chunked_prefill = true, .max_model_len = kMaxModelLen, .static_batching = static_batching,
+                .pad_finished = pad_finished};
     auto e = std::make_unique<RolloutEngine>(config, dtype, r, kernels, parallel, tracker);
     e->update_weights(weights);
     return e;
@@ -187,6 +189,25 @@ TEST(RolloutEngine, StaticBatchingGivesTheSameSamplesInMoreSteps) {
   expect_same(batched->generate(requests, params, {}, setup.config.vocab_size), want, "static batching");
   EXPECT_GT(batched->last_stats().steps, continuous->last_stats().steps);
   EXPECT_LE(batched->last_stats().max_running, 8);
+}
+
+// Padded static batching (PyTorch's schedule): finished samples keep being computed until their batch
+// ends, and their extra tokens are dropped: the same samples, with eos stops too, for more computed tokens.
+TEST(RolloutEngine, PaddedStaticBatchingGivesTheSameSamplesForMoreComputedTokens) {
+  TinyModel setup(model::Arch::llama, DType::f32);
+  std::vector<RolloutRequest> requests = make_requests(16, 8, setup.config.vocab_size);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].max_tokens = 2 + int64_t(i % 5) * 3;  // mixed lengths
+  RolloutSamplingParams params;
+  params.n = 2;
+  params.seed = 5;
+  const std::vector<int64_t> eos = {3};  // some samples stop early on it
+  auto continuous = setup.engine(512, 16, 256, false, 8);
+  auto padded = setup.engine(512, 16, 256, false, 8, /*static_batching=*/true, /*pad_finished=*/true);
+  const auto want = continuous->generate(requests, params, eos, setup.config.vocab_size);
+  expect_same(padded->generate(requests, params, eos, setup.config.vocab_size), want, "padded static batching");
+  EXPECT_GT(padded->last_stats().decode_tokens, continuous->last_stats().decode_tokens);
+  EXPECT_LE(padded->last_stats().max_running, 8);
+  EXPECT_EQ(setup.tracker.current(MemoryTier::device, MemoryCategory::kv_cache), 0);
 }
 
 // Acceptance 4's second half: with n = 8 the prompt's KV is held once. A 40-token prompt in blocks of
