@@ -16,7 +16,8 @@
 #   RATIO rollout/<dtype> continuous_vs_torch=.. (target f32 2, bf16 3)
 #     continuous_vs_torch_native_openblas=.. static_vs_torch=..
 #     continuous_vs_static=.. seats128_continuous_vs_static=.. seats32_continuous_vs_static=..
-#     (target 1.3) prefix_sharing_on_vs_off=..
+#     continuous_vs_padded_static=.. seats128_/seats32_continuous_vs_padded_static=.. (target 1.3: against
+#     static batching as PyTorch runs it, finished rows computed) prefix_sharing_on_vs_off=..
 # and the load before and after each program (a 2-thread OpenMP run sharing a core with another
 # process slows down several-fold: each program waits for a quiet machine first).
 set -euo pipefail
@@ -26,7 +27,7 @@ build=${1:-${BUILD_DIR:-$repo/build/release}}
 ours_bin=$build/bench/rollout_bench
 torch_script=$repo/bench/torch_rollout.py
 python=/usr/bin/python3
-variants=${VARIANTS:-continuous,static,no_prefix_sharing,continuous_seats128,static_seats128,continuous_seats32,static_seats32}
+variants=${VARIANTS:-continuous,static,padded_static,no_prefix_sharing,continuous_seats128,static_seats128,padded_static_seats128,continuous_seats32,static_seats32,padded_static_seats32}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 
 if [[ ! -x $ours_bin ]]; then
@@ -79,5 +80,10 @@ for dtype in f32 bf16; do
                                           "$(tok_s "$ours" "rollout/$dtype/static_seats128")")" \
     "seats32_continuous_vs_static=$(ratio "$(tok_s "$ours" "rollout/$dtype/continuous_seats32")" \
                                          "$(tok_s "$ours" "rollout/$dtype/static_seats32")")" \
+    "continuous_vs_padded_static=$(ratio "$continuous" "$(tok_s "$ours" "rollout/$dtype/padded_static")")" \
+    "seats128_continuous_vs_padded_static=$(ratio "$(tok_s "$ours" "rollout/$dtype/continuous_seats128")" \
+                                                 "$(tok_s "$ours" "rollout/$dtype/padded_static_seats128")")" \
+    "seats32_continuous_vs_padded_static=$(ratio "$(tok_s "$ours" "rollout/$dtype/continuous_seats32")" \
+                                                "$(tok_s "$ours" "rollout/$dtype/padded_static_seats32")")" \
     "prefix_sharing_on_vs_off=$(ratio "$continuous" "$(tok_s "$ours" "rollout/$dtype/no_prefix_sharing")")"
 done
