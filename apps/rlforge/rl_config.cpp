@@ -141,9 +141,7 @@ void check_builtin_task(const RlDataConfig& data) {
 void check_data(const RlDataConfig& data) {
   require_positive("data.max_prompt_length", data.max_prompt_length);
   require_positive("data.max_response_length", data.max_response_length);
-  require_positive("data.val_batch_size", data.val_batch_size);
   require_positive("data.val_size", data.val_size);
-  require_one_of("data.truncation", data.truncation, {"error", "left", "right"});
   if (data.train_files && data.train_files->empty())
     throw ConfigError("data.train_files", "expected at least one JSONL file, or null for the built-in task");
   if (!data.train_files) check_builtin_task(data);
@@ -163,7 +161,6 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
     throw ConfigError("trainer.total_training_steps",
                       "required with a built-in task (data.train_files is null): its prompts never run out, so "
                       "there is no epoch to count");
-  require_positive("trainer.total_epochs", trainer.total_epochs);
   require_positive("trainer.nnodes", trainer.nnodes);
   require_positive("trainer.n_gpus_per_node", trainer.n_gpus_per_node);
   require_positive("trainer.max_actor_ckpt_to_keep", trainer.max_actor_ckpt_to_keep);

@@ -22,7 +22,6 @@ struct RlModelConfig {  // actor_rollout_ref.model
   std::optional<std::string> path;            // HF folder (config.json, safetensors, tokenizer.json)
   std::optional<std::string> tokenizer_path;  // null: path's tokenizer, else builtin:<data.task>
   YAML::Node config;                          // rlforge: a new model's config.json fields when path is null
-  std::optional<std::string> warm_start;      // rlforge: SFT config building `path` when it is absent
 
   template <class Fields>
   void fields(Fields& f) {
@@ -30,9 +29,6 @@ struct RlModelConfig {  // actor_rollout_ref.model
     f("tokenizer_path", tokenizer_path,
       "folder with tokenizer.json, or builtin:<task> (null: path's own tokenizer, else builtin:<data.task>)");
     f("config", config, "rlforge: HF config.json fields of a new, randomly initialised model when path is null");
-    f("warm_start", warm_start,
-      "rlforge: an `rlforge sft` config that builds `path` when that folder does not exist yet (the main job's SFT "
-      "warm start); null: path must exist");
   }
 };
 
@@ -42,18 +38,12 @@ struct PolicyLossSection {  // actor_rollout_ref.actor.policy_loss
   PolicyLossSection() = default;
 
   std::string loss_mode = "vanilla";
-  double clip_cov_ratio = 0.0002;
-  double clip_cov_lb = 1.0;
-  double clip_cov_ub = 5.0;
   double kl_cov_ratio = 0.0002;
   double ppo_kl_coef = 0.1;
 
   template <class Fields>
   void fields(Fields& f) {
     f("loss_mode", loss_mode, "policy loss: vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, ...");
-    f("clip_cov_ratio", clip_cov_ratio, "clip_cov: fraction of tokens clipped");
-    f("clip_cov_lb", clip_cov_lb, "clip_cov: covariance lower bound");
-    f("clip_cov_ub", clip_cov_ub, "clip_cov: covariance upper bound");
     f("kl_cov_ratio", kl_cov_ratio, "kl_cov: fraction of tokens with the KL penalty");
     f("ppo_kl_coef", ppo_kl_coef, "kl_cov: coefficient of the KL penalty");
   }
@@ -223,17 +213,11 @@ struct RlDataConfig {  // data
   std::optional<std::vector<std::string>> val_files;
   std::string task = "arith";
   YAML::Node task_kwargs;
-  std::string prompt_key = "prompt";
-  std::string reward_fn_key = "data_source";
   int64_t max_prompt_length = 512;
   int64_t max_response_length = 512;
   int64_t train_batch_size = 1024;
-  std::optional<int64_t> val_batch_size;
   int64_t val_size = 200;
-  bool shuffle = true;
   std::optional<uint64_t> seed;
-  bool filter_overlong_prompts = false;
-  std::string truncation = "error";
 
   template <class Fields>
   void fields(Fields& f) {
@@ -241,17 +225,11 @@ struct RlDataConfig {  // data
     f("val_files", val_files, "JSONL validation files (null: the task's held-out split)");
     f("task", task, "rlforge: built-in task (arith, reversal) when train_files is null; its data_source is its name");
     f("task_kwargs", task_kwargs, "rlforge: task options, e.g. {digits: 3}");
-    f("prompt_key", prompt_key, "column of the prompt");
-    f("reward_fn_key", reward_fn_key, "column that picks the reward function");
     f("max_prompt_length", max_prompt_length, "max prompt tokens");
     f("max_response_length", max_response_length, "max response tokens");
     f("train_batch_size", train_batch_size, "prompts per step");
-    f("val_batch_size", val_batch_size, "prompts per validation generate (null: all at once)");
     f("val_size", val_size, "rlforge: held-out prompts per validation (built-in tasks)");
-    f("shuffle", shuffle, "shuffle the training data");
     f("seed", seed, "seed of the data order (null: trainer seed 1)");
-    f("filter_overlong_prompts", filter_overlong_prompts, "drop prompts longer than max_prompt_length");
-    f("truncation", truncation, "overlong prompts: error, left or right");
   }
 };
 
@@ -292,7 +270,6 @@ struct AlgorithmConfig {  // algorithm
 };
 
 struct RlTrainerConfig {  // trainer
-  int64_t total_epochs = 30;
   std::optional<int64_t> total_training_steps;
   std::string project_name = "verl_examples";
   std::string experiment_name = "gsm8k";
@@ -307,7 +284,6 @@ struct RlTrainerConfig {  // trainer
   int64_t critic_warmup = 0;
   std::optional<std::string> default_local_dir;  // null: checkpoints/<project_name>/<experiment_name>
   std::optional<int64_t> max_actor_ckpt_to_keep;
-  bool balance_batch = true;
   std::string device = "cpu";
   bool deterministic = false;
   int num_threads = 0;
@@ -315,7 +291,6 @@ struct RlTrainerConfig {  // trainer
 
   template <class Fields>
   void fields(Fields& f) {
-    f("total_epochs", total_epochs, "epochs over JSONL data (built-in tasks need total_training_steps)");
     f("total_training_steps", total_training_steps, "steps of the run (null: epochs x batches per epoch)");
     f("project_name", project_name, "names the run folder");
     f("experiment_name", experiment_name, "names the run folder");
@@ -331,7 +306,6 @@ struct RlTrainerConfig {  // trainer
     f("default_local_dir", default_local_dir,
       "run folder: checkpoints, metrics.jsonl, plot (null: checkpoints/<project_name>/<experiment_name>)");
     f("max_actor_ckpt_to_keep", max_actor_ckpt_to_keep, "keep the newest k checkpoints (null: all)");
-    f("balance_batch", balance_batch, "balance the responses' tokens over DP ranks");
     f("device", device, "rlforge default cpu: the device (cpu)");
     f("deterministic", deterministic,
       "rlforge: fixed thread count and batch-invariant kernels on every path: same seed, same metrics");

@@ -97,7 +97,10 @@ void add_actor_and_ref_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"load_weight", "true"},
        {"freeze_vision_tower", "false"},
        {"use_torch_compile", "true"},
-       {"router_replay.mode", "disabled"}});
+       {"router_replay.mode", "disabled"},
+       {"policy_loss.clip_cov_ratio", "0.0002"},
+       {"policy_loss.clip_cov_lb", "1.0"},
+       {"policy_loss.clip_cov_ub", "5.0"}});
   add_checkpoint(keys, actor);
   add_profiler(keys, actor);
   add_optim_extras(keys, actor);
@@ -158,6 +161,12 @@ void add_data_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"return_raw_chat", "true"},
        {"return_full_prompt", "false"},
        {"dataloader_num_workers", "8"},
+       {"prompt_key", "prompt"},
+       {"reward_fn_key", "data_source"},
+       {"val_batch_size", "null"},
+       {"shuffle", "true"},
+       {"filter_overlong_prompts", "false"},
+       {"truncation", "error"},
        {"validation_shuffle", "false"},
        {"filter_overlong_prompts_workers", "1"},
        {"image_key", "images"},
@@ -257,7 +266,9 @@ void add_algorithm_and_trainer_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"filter_groups.metric", "null"},
        {"filter_groups.max_num_gen_batches", "0"}});
   add(keys, "trainer",
-      {{"log_val_generations", "0"},
+      {{"total_epochs", "30"},
+       {"balance_batch", "true"},
+       {"log_val_generations", "0"},
        {"esi_redundant_time", "0"},
        {"del_local_ckpt_after_load", "false"},
        {"default_hdfs_dir", "null"},

@@ -64,6 +64,13 @@ kernels::KernelConfig kernel_config(bool batch_invariant) {
   return c;
 }
 
+// The old-log-prob and reference passes' micro-batches: responses only, no loss columns.
+std::vector<engine::TensorMap> forward_micro_batches(const RlBatch& batch, const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<engine::TensorMap> mbs;
+  for (const std::vector<int64_t>& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
+  return mbs;
+}
+
 std::vector<int64_t> iota(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0);
@@ -183,8 +190,7 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
   const std::vector<int64_t> all = iota(int64_t(batch.size()));
   const std::vector<std::vector<int64_t>> groups =
       split_micro_batches(batch, all, responses_per_micro_batch_, max_tokens_per_micro_batch_);
-  std::vector<engine::TensorMap> mbs;
-  for (const auto& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
+  const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
   const auto no_loss = [](const engine::TensorMap&, const model::ModelOutputs&, const engine::LossContext&, TensorView,
                           TensorView) { return engine::LossOutput{}; };
   const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
@@ -208,9 +214,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
   const int64_t per_mb =
       config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(responses_per_micro_batch_);
   const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, all, per_mb, max_tokens_per_micro_batch_);
-  std::vector<engine::TensorMap> mbs;
-  for (const auto& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
-  const std::vector<engine::TensorMap> out = ref_->compute_log_prob(mbs, temperature_, model::EntropyOutput::skip);
+  const std::vector<engine::TensorMap> out = ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
   if (config_.actor_rollout_ref.ref.megatron.param_offload) ref_->offload();
   for (size_t m = 0; m < groups.size(); ++m)
     read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);

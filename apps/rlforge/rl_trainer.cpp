@@ -271,8 +271,10 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
     timed("update_weights", [&] { roles.sync_weights(); });
     const Metrics data = data_metrics(batch, config.prompt_length(), config.response_length());
     m.insert(data.begin(), data.end());
-    const Metrics diff = rollout_diff_metrics(batch);
-    m.insert(diff.begin(), diff.end());
+    if (rollout.calculate_log_probs) {
+      const Metrics diff = rollout_diff_metrics(batch);
+      m.insert(diff.begin(), diff.end());
+    }
 
     const bool out_of_time = trainer.time_budget_s && run_clock.seconds() >= *trainer.time_budget_s;
     const bool last = step == total_steps || out_of_time;

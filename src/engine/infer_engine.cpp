@@ -63,19 +63,9 @@ std::vector<TensorMap> InferEngine::compute_log_prob(const std::vector<TensorMap
   for (const TensorMap& mb : micro_batches) {
     const int64_t N = mb.num_tokens();
     RF_CHECK(N <= capacity_, "InferEngine: a micro-batch of {} tokens, room for {}", N, capacity_);
-    model::ModelInputs inputs;
-    inputs.seq_len = N;
-    inputs.tokens_N = mb.get("input_ids");
-    inputs.positions_N = mb.get("position_ids");
-    inputs.targets_N = mb.get("labels");
-    inputs.cu_seqlens = mb.cu_seqlens();
-    inputs.temperature = temperature;
     // Sequence parallel needs N to divide over TP: a padding document whose outputs are dropped.
     std::optional<model::PackedSequences> padded;
-    if (parallel_.sequence_parallel() && N % parallel_.tp().size() != 0) {
-      padded = pad_to_multiple(inputs, parallel_.tp().size());
-      inputs = padded->inputs(temperature);
-    }
+    const model::ModelInputs inputs = micro_batch_inputs(mb, temperature, parallel_, padded);
     const model::ModelOutputs out = model_->forward(inputs, entropy);
     TensorMap result;
     result.set("log_probs", clone(out.logp_N.slice(0, 0, N), DType::f32));

@@ -249,20 +249,9 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   if (micro_batches.empty()) sum_loss_over_dp();
   for (const TensorMap& mb : micro_batches) {
     const int64_t N = mb.num_tokens();
-    model::ModelInputs inputs;
-    inputs.batch = 1;
-    inputs.seq_len = N;
-    inputs.tokens_N = mb.get("input_ids");
-    inputs.positions_N = mb.get("position_ids");
-    inputs.targets_N = mb.get("labels");
-    inputs.cu_seqlens = mb.cu_seqlens();
-    inputs.temperature = temperature;
     // Sequence parallel needs N to divide over TP: a padding document, whose outputs the loss never sees.
     std::optional<model::PackedSequences> padded;
-    if (parallel_.sequence_parallel() && N % parallel_.tp().size() != 0) {
-      padded = pad_to_multiple(inputs, parallel_.tp().size());
-      inputs = padded->inputs(inputs.temperature);
-    }
+    const model::ModelInputs inputs = micro_batch_inputs(mb, temperature, parallel_, padded);
     const int64_t N_run = inputs.seq_len;
     const model::ModelOutputs run_out = model_->forward(inputs, entropy);
     const model::ModelOutputs out{run_out.logp_N.slice(0, 0, N),

@@ -57,6 +57,9 @@ refused verl_key_rollout_mode "actor_rollout_ref.rollout.mode: verl's key is not
 default async is accepted, got sync" actor_rollout_ref.rollout.mode=sync
 refused verl_key_dataloader_workers "data.dataloader_num_workers: verl's key is not implemented by rlforge; only \
 its default 8 is accepted, got 4" data.dataloader_num_workers=4
+# Keys the trainer would otherwise ignore (prompts are never cut or dropped: an overlong one is an error).
+refused verl_key_truncation "data.truncation: verl's key is not implemented by rlforge; only its default error \
+is accepted, got left" data.truncation=left
 refused verl_key_critic_enable "critic.enable: verl's key is not implemented by rlforge; only its default null is \
 accepted, got true" +critic.enable=true
 refused vllm_rollout "actor_rollout_ref.rollout.name: 'vllm': expected rlforge (rlforge's own engine; vllm, sglang \
