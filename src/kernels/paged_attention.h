@@ -34,6 +34,11 @@ struct PagedAttentionParams {
   std::span<const int32_t> query_start;  // [S + 1]: 0, ..., N, non-decreasing
   std::span<const int32_t> context_len;  // [S]: cached tokens of each sequence, its new ones included
   TensorView block_table_SW;             // i32 [S, W], unit inner stride; W * Z >= every context_len
+  // Optional output (empty: not written): lse_NH[n, h] = log sum_{t <= p} exp(scale * q[n, h] . k[s, t, h / G]),
+  // the natural log-sum-exp of the row's scaled scores, f32 (f64 for f64 q), any strides. The
+  // training attention's backward (kernels/attention.h) recomputes the probabilities from it, so a
+  // training forward can run on this kernel (model/attention_block.cpp, batch-invariant mode).
+  TensorView lse_NH;
 };
 
 // q_NHD, out_NHD: f32, bf16 or f64 (the cpu kernels: f32 and bf16), unit inner stride; k_cache_PZKD and

@@ -80,6 +80,10 @@ inline PagedAttentionDims check_paged_attention_args(const PagedAttentionParams&
       RF_CHECK(row[b] >= 0 && row[b] < P, "paged_attention: block_table_SW[{}, {}] = {} is not a block of the cache "
                "(it has {})", s, b, row[b], P);
   }
+  if (!p.lse_NH.empty()) {
+    check_shape(p.lse_NH, {N, H}, "paged_attention lse_NH");
+    check_dtype(p.lse_NH, q_NHD.dtype() == DType::f64 ? DType::f64 : DType::f32, "paged_attention lse_NH");
+  }
   const double scale = p.softmax_scale != 0.0 ? p.softmax_scale : 1.0 / std::sqrt(double(D));
   return {N, S, H, K, D, P, Z, scale};
 }

@@ -1,5 +1,6 @@
 #include "model/attention_block.h"
 
+#include "model/paged_order_attention.h"
 #include "model/param_layout.h"
 #include "model/param_store.h"
 #include "model/tp_region.h"
@@ -107,8 +108,16 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
   const Projected p = project_qkv(ctx, N, shape.local_tokens, w, x_NC, s);
   TensorView attn_NHD = rows(s.attn_NHD, N);
   TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
-  k.attention_forward(attention_params(shape), p.q_NHD.reshape({B, T, H_, D_}), p.k_NKD.reshape({B, T, K_, D_}),
-                      p.v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
+  if (k.batch_invariant()) {
+    // The rollout's arithmetic (paged_order_attention.h): q and k rotated as the rollout rotates them,
+    // and saved rotated, so backward runs the attention without RoPE and rotates the gradients back.
+    k.rope_forward(rope_, shape.positions_N, p.q_NHD);
+    k.rope_forward(rope_, shape.positions_N, p.k_NKD);
+    attention_forward_paged_order(k, shape.cu_seqlens, B, T, p.q_NHD, p.k_NKD, p.v_NKD, attn_NHD, lse_BHT);
+  } else {
+    k.attention_forward(attention_params(shape), p.q_NHD.reshape({B, T, H_, D_}), p.k_NKD.reshape({B, T, K_, D_}),
+                        p.v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);
+  }
 
   // h = x + a Wo^T, with the residual added in the GEMM's epilogue (tp_region.h).
   row_parallel_linear_residual(ctx, attn_NHD.reshape({N, H_ * D_}), w.wo_CHD, x_NC, h_NC, ctx.sp_full(N));
@@ -148,10 +157,16 @@ void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, 
   TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
   TensorView dq_NHD = rows(scratch.dq_NHD, N), dk_NKD = rows(scratch.dk_NKD, N), dv_NKD = rows(scratch.dv_NKD, N);
   TensorView lse_BHT = s.lse_BHT.view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
-  k.attention_backward(attention_params(shape), q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
+  kernels::AttentionParams params = attention_params(shape);
+  if (k.batch_invariant()) params.rope.reset();  // q and k were saved rotated (forward)
+  k.attention_backward(params, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
                        v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT,
                        dattn_NHD.reshape({B, T, H_, D_}), dq_NHD.reshape({B, T, H_, D_}),
                        dk_NKD.reshape({B, T, K_, D_}), dv_NKD.reshape({B, T, K_, D_}));
+  if (k.batch_invariant()) {
+    k.rope_backward(rope_, shape.positions_N, dq_NHD);
+    k.rope_backward(rope_, shape.positions_N, dk_NKD);
+  }
 
   TensorView dq_proj = dq_NHD, dk_proj = dk_NKD;
   if (qk_norm_) {

@@ -3,7 +3,9 @@
 //   [qwen3] q, k = rmsnorm per head (q_norm, k_norm)
 //   a = attention(rope(q), rope(k), v);  h = x + a Wo^T
 // RoPE runs inside the attention kernel as it loads q and k (kernels/attention.h), so the saved q and
-// k are the un-rotated ones and the attention backward returns their gradients directly.
+// k are the un-rotated ones and the attention backward returns their gradients directly. With a
+// batch-invariant kernel registry the forward runs the rollout's paged kernel instead
+// (paged_order_attention.h), on q and k rotated first (and saved so).
 // Tensor parallel: q/k/v are column-parallel (heads split over TP: H, K here are H/tp, K/tp), o_proj
 // is row-parallel; the region's entry and exit (TpCopy / TpReduce, or with sequence parallel the
 // gather / reduce-scatter of the sequence) are tp_region.h's. x and h are this rank's rows of the

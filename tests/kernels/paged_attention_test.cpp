@@ -3,8 +3,9 @@
 // (f32 and bf16) over mixed calls (several sequences of different context lengths, decode steps,
 // prefill chunks starting mid-sequence, whole prefills, a sequence with no queries; block sizes 16,
 // 5 and 1, contexts that are and are not multiples of the block size; MHA, GQA 4 and 8, MQA; odd head
-// dims; strided queries and outputs with sentinels), the cache write (cpu bitwise equal to ref,
-// padding rows skipped, keys and values sliced from a fused qkv buffer), and argument errors.
+// dims; strided queries and outputs with sentinels; the optional lse, also through a transposed view),
+// the cache write (cpu bitwise equal to ref, padding rows skipped, keys and values sliced from a fused
+// qkv buffer), and argument errors.
 // The bitwise batch-invariance tests are in batch_invariance_test.cpp.
 // Legend: T positions, N query rows, S sequences, W block-table width, P cache blocks, Z tokens per
 // block, H query heads, K kv heads, D head dim.
@@ -75,7 +76,10 @@ TEST(PagedAttentionRef, MatchesCausalAttentionOnTheGatheredSequence) {
     SCOPED_TRACE(c.name);
     const CaseInputs in = make_case(c, DType::f64);
     const PagedBatch& b = in.batch;
-    ref::table().paged_attention_forward(b.params(c.softmax_scale), b.q_NHD, b.k_cache_PZKD, b.v_cache_PZKD, b.out_NHD);
+    PagedAttentionParams params = b.params(c.softmax_scale);
+    const Tensor lse_NH({b.q_NHD.size(0), c.H}, DType::f64);
+    params.lse_NH = lse_NH;
+    ref::table().paged_attention_forward(params, b.q_NHD, b.k_cache_PZKD, b.v_cache_PZKD, b.out_NHD);
     for (size_t s = 0; s < c.context_and_q_len.size(); ++s) {
       const auto [T, q_len] = c.context_and_q_len[s];
       if (q_len == 0) continue;
@@ -87,6 +91,9 @@ TEST(PagedAttentionRef, MatchesCausalAttentionOnTheGatheredSequence) {
       ref::table().attention_forward({.softmax_scale = c.softmax_scale}, q, k, v, out, lse);
       expect_close(b.out_rows(s), out.view().slice(1, T - q_len, q_len).reshape({q_len, c.H, c.D}), 1e-12, 1e-12,
                    "sequence " + std::to_string(s));
+      expect_close(lse_NH.view().slice(0, b.query_start[s], q_len),
+                   lse.view().select(0, 0).slice(1, T - q_len, q_len).transpose(0, 1), 1e-12, 1e-12,
+                   "lse of sequence " + std::to_string(s));
     }
   }
 }
@@ -98,10 +105,15 @@ void check_against_ref(const PagedCase& c, DType dtype) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
   const CaseInputs in = make_case(c, dtype);
   const PagedBatch& b = in.batch;
-  const PagedAttentionParams params = b.params(c.softmax_scale);
+  PagedAttentionParams params = b.params(c.softmax_scale);
   const GuardedTensor q = rf::testing::guarded_copy(b.q_NHD, Layout::strided);
   const Tensor expected(b.out_NHD.shape(), dtype);
+  // lse: f32, written through a transposed view (the training attention's [H, T] layout).
+  const int64_t N = b.q_NHD.size(0);
+  const Tensor expected_lse_NH({N, c.H}, DType::f32), lse_HN({c.H, N}, DType::f32);
+  params.lse_NH = expected_lse_NH;
   ref::table().paged_attention_forward(params, q, b.k_cache_PZKD, b.v_cache_PZKD, expected);
+  params.lse_NH = lse_HN.view().transpose(0, 1);
   const double atol = dtype == DType::bf16 ? std::ldexp(max_abs(expected), -8) : 1e-5;
   const double rtol = dtype == DType::bf16 ? 8e-3 : 1e-5;
   for (const KernelTable* table : fast_tables()) {
@@ -110,6 +122,7 @@ void check_against_ref(const PagedCase& c, DType dtype) {
     table->paged_attention_forward(params, q, b.k_cache_PZKD, b.v_cache_PZKD, out);
     expect_close(out, expected, rtol, atol, "out");
     out.expect_sentinels_intact("out");
+    expect_close(lse_HN.view().transpose(0, 1), expected_lse_NH, 1e-5, 1e-5, "lse");
   }
 }
 

@@ -64,7 +64,11 @@ TEST_P(FastModel, F32MatchesTheF64OracleAndBf16StaysClose) {
   const RunResult oracle = run(config, weights, DType::f64, ref_kernels(), packed, 9);
   const RunResult f32 = run(config, weights, DType::f32, fast_kernels(), packed, 9);
   const RunResult bf16 = run(config, weights, DType::bf16, fast_kernels(), packed, 9);
+  // The RL trainer's deterministic mode: the forward in the rollout's order (paged_order_attention.h).
+  const kernels::KernelRegistry batch_invariant(kernels::KernelConfig{.batch_invariant = true});
+  const RunResult f32_invariant = run(config, weights, DType::f32, batch_invariant, packed, 9);
   rf::testing::expect_close(f32.logp_N, oracle.logp_N, 1e-5, 1e-5, "f32 logp");
+  rf::testing::expect_close(f32_invariant.logp_N, oracle.logp_N, 1e-5, 1e-5, "f32 batch-invariant logp");
   rf::testing::expect_close(f32.entropy_N, oracle.entropy_N, 1e-5, 1e-5, "f32 entropy");
   rf::testing::expect_close(bf16.logp_N, oracle.logp_N, 0.0, 0.05, "bf16 logp");
   const ParamLayout layout = ParamLayout::for_model(config);
@@ -72,6 +76,8 @@ TEST_P(FastModel, F32MatchesTheF64OracleAndBf16StaysClose) {
   for (size_t t = 0; t < entries.size(); ++t) {
     const double scale = max_abs(oracle.grads[t]);
     rf::testing::expect_close(f32.grads[t], oracle.grads[t], 1e-4, 1e-5 * scale, "f32 grad " + entries[t].name);
+    rf::testing::expect_close(f32_invariant.grads[t], oracle.grads[t], 1e-4, 1e-5 * scale,
+                              "f32 batch-invariant grad " + entries[t].name);
     // bf16: the fused attention rounds the probabilities P and dS to bf16 before their products, as
     // Hugging Face's eager bf16 attention and flash-attention do; through two layers of this micro
     // model that leaves per-tensor gradient errors of up to ~12% of the tensor's largest entry

@@ -13,6 +13,9 @@ namespace {
 struct MicroCase {
   Arch arch;
   bool tied;
+  // The forward on the rollout's paged attention (model/paged_order_attention.h), the backward on
+  // the training one without RoPE, then RoPE's backward.
+  bool batch_invariant = false;
 };
 
 class MicroModelGradients : public ::testing::TestWithParam<MicroCase> {};
@@ -29,7 +32,8 @@ void randomize(const ParamStore& params) {
 
 TEST_P(MicroModelGradients, EveryCoordinateMatchesFiniteDifferences) {
   const MicroCase c = GetParam();
-  const kernels::KernelRegistry ref_kernels(kernels::KernelConfig{.optimization_level = 0});
+  const kernels::KernelRegistry ref_kernels(
+      kernels::KernelConfig{.optimization_level = 0, .batch_invariant = c.batch_invariant});
   const ModelConfig config = testing::micro_config(c.arch, c.tied);
   const PackedSequences packed = pack_sequences({{3, 17, 5, 9, 23, 1}, {8, 2, 19, 4, 11}});
   const ModelInputs inputs = packed.inputs(0.8);
@@ -48,9 +52,11 @@ TEST_P(MicroModelGradients, EveryCoordinateMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Archs, MicroModelGradients,
                          ::testing::Values(MicroCase{Arch::llama, true}, MicroCase{Arch::llama, false},
                                            MicroCase{Arch::qwen2, true}, MicroCase{Arch::qwen2, false},
-                                           MicroCase{Arch::qwen3, true}, MicroCase{Arch::qwen3, false}),
+                                           MicroCase{Arch::qwen3, true}, MicroCase{Arch::qwen3, false},
+                                           MicroCase{Arch::llama, true, true}, MicroCase{Arch::qwen3, false, true}),
                          [](const auto& info) {
-                           return arch_name(info.param.arch) + (info.param.tied ? "_tied" : "_untied");
+                           return arch_name(info.param.arch) + (info.param.tied ? "_tied" : "_untied") +
+                                  (info.param.batch_invariant ? "_batch_invariant" : "");
                          });
 
 }  // namespace

@@ -11,7 +11,7 @@
 //  - per tile, flash-attention's online softmax: m' = max(m, max of the tile's scores),
 //    alpha = exp(m - m'), l = l alpha + (sum of the tile's exp(score - m') in position order),
 //    acc = acc alpha + (the tile's p v added position by position, elementwise over D);
-//  - out = acc * (1 / l), rounded to the dtype once.
+//  - out = acc * (1 / l), rounded to the dtype once; lse (when asked for) = m + log(l).
 // A task takes every head of up to kRowBlock / H consecutive queries of one sequence, so that it reads
 // each position's keys and values of all kv heads as one contiguous [K, D] run of the pool (decode
 // tasks hold one query). Per tile it computes the scores of all its (position, row) pairs, kPairs at a
@@ -31,12 +31,13 @@
 // once, from blocks anywhere in the pool, which the hardware prefetcher finds late; the scores no
 // longer pay a horizontal add and a call per (position, head), so the next tile's rows are requested
 // while this tile's scores are computed. Not here: a dpbf16 or AMX path, sliding windows, ALiBi,
-// soft-capping, writing lse for cascade attention.
+// soft-capping.
 // Legend: N query rows, S sequences, P cache blocks, Z tokens per block, H query heads, K kv heads,
 // D head dim (Dp: D rounded up to kLanes), G = H / K; R rows of a task, j a position of a tile.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -424,6 +425,13 @@ void run_task(const Call<T>& c, const Task& task, Scratch& w) {
     const float inv_l = 1.0f / w.l[size_t(r)];
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) store(out_row[d], acc[d] * inv_l);
+  }
+  const TensorView& lse = c.params.lse_NH;
+  if (!lse.empty()) {
+    float* const lse_data = lse.data<float>();
+    for (int64_t r = 0; r < R; ++r)
+      lse_data[(first + task.q0 + r / H) * lse.stride(0) + (r % H) * lse.stride(1)] =
+          w.m[size_t(r)] + std::log(w.l[size_t(r)]);
   }
 }
 

@@ -38,6 +38,8 @@ void paged_attention_forward(const PagedAttentionParams& p, TensorView q_NHD, Te
         }
         double sum_exp = 0;
         for (int64_t t = 0; t <= position; ++t) sum_exp += std::exp(score_T[size_t(t)] - max_score);
+        if (!p.lse_NH.empty())
+          store_f64(p.lse_NH, n * p.lse_NH.stride(0) + h * p.lse_NH.stride(1), max_score + std::log(sum_exp));
         const int64_t out_row = n * out_NHD.stride(0) + h * out_NHD.stride(1);
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0;

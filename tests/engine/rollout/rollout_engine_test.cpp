@@ -10,6 +10,7 @@
 
 #include "core/philox.h"
 #include "engine/rollout/naive_rollout.h"
+#include "engine/sampling.h"
 #include "model/param_init.h"
 #include "model/model_inputs.h"
 
@@ -147,9 +148,13 @@ INSTANTIATE_TEST_SUITE_P(Archs, RolloutVsNaive,
                                            std::make_tuple(model::Arch::qwen3, DType::f32),
                                            std::make_tuple(model::Arch::qwen2, DType::bf16)));
 
-// Acceptance 3: the log-probs the engine returns are the trainer's (CausalLm::forward at the same
-// temperature over prompt + response) to 1e-5, f32.
-TEST(RolloutEngine, LogprobsMatchTheTrainersForward) {
+// The trainer's forward (CausalLm::forward at the sampling temperature) over every sample's prompt +
+// response, packed into one batch of documents, against the log-probs the engine returned.
+struct TrainerComparison {
+  double worst_logprob_diff = 0;  // the trainer's f32 log-prob kernel vs the engine's log-probs
+  int64_t tokens = 0, logits_bit_equal = 0;  // the engine's log-prob recomputed from the trainer's logits
+};
+TrainerComparison compare_with_trainer(const kernels::KernelRegistry& trainer_kernels) {
   TinyModel setup(model::Arch::qwen3, DType::f32);
   const std::vector<RolloutRequest> requests = make_requests(6, 13, setup.config.vocab_size);
   RolloutSamplingParams params;
@@ -159,22 +164,46 @@ TEST(RolloutEngine, LogprobsMatchTheTrainersForward) {
   params.ignore_eos = true;
   auto engine = setup.engine(256, 16, 512, false);
   const auto samples = engine->generate(requests, params, {}, setup.config.vocab_size);
-  model::CausalLm trainer(setup.config, setup.weights, nullptr, setup.kernels, setup.parallel);
-  trainer.reserve(kMaxModelLen);
-  double worst = 0;
+  std::vector<std::vector<int64_t>> documents;
   for (const RolloutSample& s : samples) {
-    const RolloutRequest& r = requests[size_t(s.request_id - 1000)];
-    std::vector<int64_t> tokens = r.prompt;
-    tokens.insert(tokens.end(), s.token_ids.begin(), s.token_ids.end());
-    const model::PackedSequences packed = model::pack_sequences({tokens});
-    const model::ModelOutputs out = trainer.forward(packed.inputs(params.temperature), model::EntropyOutput::skip);
-    for (size_t i = 0; i < s.token_ids.size(); ++i) {
-      const double trained = out.logp_N.data<float>()[r.prompt.size() - 1 + i];  // predicts response token i
-      worst = std::max(worst, std::abs(trained - s.logprobs[i]));
+    documents.push_back(requests[size_t(s.request_id - 1000)].prompt);
+    documents.back().insert(documents.back().end(), s.token_ids.begin(), s.token_ids.end());
+  }
+  const model::PackedSequences packed = model::pack_sequences(documents);
+  model::CausalLm trainer(setup.config, setup.weights, nullptr, trainer_kernels, setup.parallel);
+  trainer.reserve(packed.tokens_N.numel());
+  const model::ModelOutputs out = trainer.forward(packed.inputs(params.temperature), model::EntropyOutput::skip);
+  TrainerComparison c;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    const RolloutSample& s = samples[k];
+    const int64_t first = packed.cu_seqlens[k] + int64_t(requests[size_t(s.request_id - 1000)].prompt.size()) - 1;
+    for (size_t i = 0; i < s.token_ids.size(); ++i) {  // row first + i predicts response token i
+      const int64_t row = first + int64_t(i);
+      c.worst_logprob_diff = std::max(c.worst_logprob_diff, std::abs(out.logp_N.data<float>()[row] - s.logprobs[i]));
+      c.logits_bit_equal += token_logprob(trainer.vocab_logits(row), s.token_ids[i], params.temperature) == s.logprobs[i];
+      ++c.tokens;
     }
   }
-  EXPECT_LE(worst, 1e-5);
-  EXPECT_GT(worst, 0.0) << "two different kernels agreeing to the bit is suspicious: is the trainer's path used?";
+  return c;
+}
+
+// #7 acceptance 3: with the training kernels (flash attention's tiles, any GEMM library) the trainer's
+// log-probs are the engine's to 1e-5 in f32, not to the bit.
+TEST(RolloutEngine, LogprobsMatchTheTrainersForward) {
+  const TrainerComparison c = compare_with_trainer(kernels::KernelRegistry{});
+  EXPECT_LE(c.worst_logprob_diff, 1e-5);
+  EXPECT_LT(c.logits_bit_equal, c.tokens) << "two different kernels agreeing to the bit is suspicious: is the "
+                                             "trainer's path used?";
+}
+
+// #9 (the RL trainer's deterministic mode): with a batch-invariant registry the trainer's forward runs
+// the rollout's arithmetic (model/paged_order_attention.h), so its logits are the engine's bit for bit
+// (the engine's log-prob recomputed from them is equal) and its f32 log-probs differ by one rounding.
+TEST(RolloutEngine, BatchInvariantTrainerComputesTheEnginesLogitsBitForBit) {
+  const TrainerComparison c = compare_with_trainer(kernels::KernelRegistry{kernels::KernelConfig{.batch_invariant = true}});
+  EXPECT_EQ(c.logits_bit_equal, c.tokens);
+  EXPECT_LE(c.worst_logprob_diff, 1e-6);
+  EXPECT_GT(c.tokens, 100);
 }
 
 // The benchmark's ablation: static batching (a batch of at most max_num_seqs runs until its longest
