@@ -1,9 +1,9 @@
 // `rlforge init-model --arch {llama,qwen2,qwen3} --out DIR --seed S [--vocab N --hidden C --layers L
-//  --heads H --kv-heads K --head-dim D --ffn F --tie 0|1 --dtype f32|bf16 --tokenizer DIR]`: a new
-// Hugging Face model folder with random weights (HF's initialisation: N(0, 0.02) linear and embedding
-// weights, RMSNorm gains 1, biases 0; param_init.h), config.json and generation_config.json, and a
-// tokenizer: a copy of --tokenizer's files, or a byte-level BPE one built for the family
-// (tokenizer_builder.h). The same arguments give the same bytes. DIR must not exist or be empty.
+//  --heads H --kv-heads K --head-dim D --ffn F --tie 0|1 --dtype f32|bf16 --tokenizer DIR
+//  --head lm|value|score]`: a new Hugging Face model folder with random weights (HF's initialisation:
+// N(0, 0.02) linear and embedding weights, RMSNorm gains 1, biases 0; param_init.h), config.json and
+// generation_config.json, and a tokenizer: a copy of --tokenizer's files, or a byte-level BPE one built
+// for the family (tokenizer_builder.h). The same arguments give the same bytes. DIR must not exist or be empty.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct InitModelOptions {
-  std::string arch, out, tokenizer, dtype = "f32";
+  std::string arch, out, tokenizer, dtype = "f32", head = "lm";
   uint64_t seed = 0;
   int64_t vocab = 0;  // 0: the tokenizer's size (a copied one), or 1024 (a built one)
   int64_t hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 0, ffn = 172;
@@ -119,7 +119,11 @@ int run_init_model(const InitModelOptions& o) {
     pad = built.pad_id;
   }
 
-  const nlohmann::json config_json = make_config_json(o, arch, vocab, bos, eos, dtype);
+  nlohmann::json config_json = make_config_json(o, arch, vocab, bos, eos, dtype);
+  // A critic (ForTokenClassification) or reward model (ForSequenceClassification) of one label.
+  const std::map<std::string, model::HeadKind> kHeads = {
+      {"lm", model::HeadKind::lm}, {"value", model::HeadKind::value}, {"score", model::HeadKind::score}};
+  model::set_head_json(config_json, arch, kHeads.at(o.head), 1);
   model::HfModelFolder folder;
   try {
     folder.config = model::ModelConfig::from_json(config_json, "the new config.json");
@@ -168,6 +172,10 @@ Command add_init_model_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "weights dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--max-position-embeddings", o->max_position_embeddings, "max_position_embeddings");
   cmd->add_option("--tokenizer", o->tokenizer, "copy this folder's tokenizer files instead of building one");
+  cmd->add_option("--head", o->head,
+                  "lm (ForCausalLM), value (ForTokenClassification: a critic) or score (ForSequenceClassification: "
+                  "a reward model)")
+      ->check(CLI::IsMember({"lm", "value", "score"}));
   return [o] { return run_init_model(*o); };
 }
 

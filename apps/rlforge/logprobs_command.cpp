@@ -148,7 +148,7 @@ int run_logprobs(const LogprobsOptions& o) {
       logprobs.push_back(std::move(row_logp));
       entropy.push_back(std::move(row_entropy));
     }
-    if (grads) lm.backward(dlogp_N, TensorView());
+    if (grads) lm.backward({.dlogp_N = dlogp_N});
   }
 
   const nlohmann::json result = {{"logprobs", std::move(logprobs)},

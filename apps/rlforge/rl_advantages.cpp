@@ -52,9 +52,13 @@ std::map<std::string, double> compute_advantages(RlBatch& batch, const Algorithm
   const rl::GroupIndex index(groups);
   const rl::AdvantageEstimator& estimator = rl::find_advantage_estimator(algorithm.adv_estimator);
   Tensor advantages_BT(mask_BT.shape(), DType::f32), returns_BT(mask_BT.shape(), DType::f32);
+  // The critic's values (gae): filled by the values stage when the run has a critic, else empty.
+  const bool with_values = !batch.empty() && !batch.front().values.empty();
+  const Tensor values_BT = with_values ? column_matrix(batch, &RlResponse::values) : Tensor();
   rl::AdvantageInputs inputs;
   inputs.token_level_rewards_BT = rewards_BT;
   inputs.response_mask_BT = mask_BT;
+  inputs.values_BT = values_BT;
   inputs.index = &index;
   rl::AdvantageConfig config;
   config.gamma = algorithm.gamma;

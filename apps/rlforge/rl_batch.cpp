@@ -30,9 +30,10 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
   for (int64_t i : indices) N += num_tokens(batch[size_t(i)]);
   Tensor input_ids({N}, DType::i64), position_ids({N}, DType::i64), labels({N}, DType::i64);
   Tensor loss_mask = f32_column(N);
-  const bool actor = columns == LossColumns::actor;
+  const bool actor = columns == LossColumns::actor, critic = columns == LossColumns::critic;
   Tensor old_log_probs = f32_column(actor ? N : 0), advantages = f32_column(actor ? N : 0),
          ref_log_prob = f32_column(actor && with_ref ? N : 0);
+  Tensor values = f32_column(critic ? N : 0), returns = f32_column(critic ? N : 0);
   Tensor cu({int64_t(indices.size()) + 1}, DType::i32);
   int64_t n = 0;
   cu.data<int32_t>()[0] = 0;
@@ -52,6 +53,10 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
     for (size_t t = 0; t < r.response.size(); ++t) {
       const int64_t at = n + P - 1 + int64_t(t);
       loss_mask.data<float>()[at] = 1.0f;
+      if (critic) {
+        values.data<float>()[at] = r.values.at(t);
+        returns.data<float>()[at] = r.returns.at(t);
+      }
       if (!actor) continue;
       old_log_probs.data<float>()[at] = r.old_log_probs.at(t);
       advantages.data<float>()[at] = r.advantages.at(t);
@@ -70,6 +75,10 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
     mb.set("old_log_probs", std::move(old_log_probs));
     mb.set("advantages", std::move(advantages));
     if (with_ref) mb.set("ref_log_prob", std::move(ref_log_prob));
+  }
+  if (critic) {
+    mb.set("values", std::move(values));
+    mb.set("returns", std::move(returns));
   }
   return mb;
 }

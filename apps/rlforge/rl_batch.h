@@ -30,17 +30,18 @@ struct RlResponse {
   double score = 0;                  // the reward function's scalar
   std::map<std::string, double> reward_extra;  // e.g. acc
   // Per response token, filled by the step's stages.
-  std::vector<float> old_log_probs, entropy, ref_log_prob, token_level_rewards, advantages, returns;
+  std::vector<float> old_log_probs, entropy, ref_log_prob, values, token_level_rewards, advantages, returns;
 };
 
 using RlBatch = std::vector<RlResponse>;
 
 // Which per-token columns of the responses go into a micro-batch, next to input_ids, position_ids,
 // labels, loss_mask and cu_seqlens.
-enum class LossColumns : uint8_t { none, actor };
+enum class LossColumns : uint8_t { none, actor, critic };
 
 // Responses `indices` of `batch` packed into one micro-batch. With LossColumns::actor it carries
-// old_log_probs and advantages (and ref_log_prob when `with_ref`), as rl/actor_loss.h reads them.
+// old_log_probs and advantages (and ref_log_prob when `with_ref`), as rl/actor_loss.h reads them; with
+// LossColumns::critic values and returns, as rl/critic_loss.h reads them (`with_ref` unread).
 engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64_t>& indices, LossColumns columns,
                                    bool with_ref);
 

@@ -1,6 +1,7 @@
 // RlConfig's cross-section checks: what no single section can see on its own (a mini-batch against the
-// batch, the estimator against the roles rlforge has, the built-in task against the rule scorers), and
-// the names the rl layer's registries must know, checked at read time so a typo fails before any work.
+// batch, the critic's keys with the actor's values they follow, the built-in task against the rule scorers and
+// against the keys only JSONL files use), and the names the rl layer's registries must know, checked at
+// read time so a typo fails before any work.
 // Every error is keyed by the full dotted path the user wrote. The engine blocks' own rules (dtype,
 // parallel sizes) are EngineConfig::validate's; the layout against the world is train_command.cpp's.
 #include <fmt/format.h>
@@ -39,6 +40,10 @@ void require_positive(const std::string& key, const std::optional<int64_t>& valu
   if (value) require_positive(key, *value);
 }
 
+void require_nonempty(const std::string& key, const std::string& value) {
+  if (value.empty()) throw ConfigError(key, "must not be empty");
+}
+
 void require_one_of(const std::string& key, const std::string& value, const std::vector<std::string>& allowed,
                     std::string_view why = "") {
   for (const std::string& name : allowed)
@@ -57,10 +62,6 @@ void check_sampling(const std::string& prefix, double temperature, double top_p,
 
 void check_algorithm(const AlgorithmConfig& algorithm) {
   rekeyed("algorithm.adv_estimator", [&] { rl::find_advantage_estimator(algorithm.adv_estimator); });
-  if (algorithm.adv_estimator == "gae")
-    throw ConfigError("algorithm.adv_estimator",
-                      "'gae' needs the critic role (a value model), which rlforge does not have yet (issue #10); "
-                      "use a critic-free estimator such as grpo");
   rekeyed("algorithm.kl_penalty", [&] { rl::parse_kl_penalty(algorithm.kl_penalty); });
   rekeyed("algorithm.kl_ctrl.type", [&] { rl::parse_kl_control_type(algorithm.kl_ctrl.type); });
   if (algorithm.kl_ctrl.type == "adaptive" && !(algorithm.kl_ctrl.horizon > 0))
@@ -90,6 +91,33 @@ void check_batch_sizes(const RlConfig& c) {
                    c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu);
   require_positive("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                    c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu);
+}
+
+// The critic's keys, each with the actor's value where it follows the actor (only when it is built).
+void check_critic(const RlConfig& c) {
+  const std::string at = "critic.";
+  require_one_of(at + "strategy", c.critic.strategy, {"megatron"}, " (rlforge's TrainEngine; fsdp is not available)");
+  rekeyed(at + "loss_agg_mode", [&] { rl::parse_agg_mode(c.critic_loss_agg_mode()); });
+  require_positive(at + "ppo_epochs", c.critic_ppo_epochs());
+  require_positive(at + "ppo_max_token_len_per_gpu", c.critic.ppo_max_token_len_per_gpu);
+  if (!(c.critic.cliprange_value >= 0))
+    throw ConfigError(at + "cliprange_value", fmt::format("must be >= 0, got {}", c.critic.cliprange_value));
+  const int64_t batch = c.data.train_batch_size;
+  const int64_t mini = c.critic_ppo_mini_batch_size();
+  require_positive(at + "ppo_mini_batch_size", mini);
+  if (mini > batch || batch % mini != 0)
+    throw ConfigError(at + "ppo_mini_batch_size",
+                      fmt::format("{} does not divide data.train_batch_size = {}: a step's prompts are cut into "
+                                  "whole mini-batches, so expected a divisor of {}",
+                                  mini, batch, batch));
+  const std::optional<int64_t> micro = c.critic.ppo_micro_batch_size_per_gpu;
+  require_positive(at + "ppo_micro_batch_size_per_gpu", micro);
+  const int64_t responses = mini * c.actor_rollout_ref.rollout.n;
+  if (micro && responses % *micro != 0)
+    throw ConfigError(at + "ppo_micro_batch_size_per_gpu",
+                      fmt::format("{} does not divide a mini-batch's {} responses (ppo_mini_batch_size {} x "
+                                  "rollout.n {})",
+                                  *micro, responses, mini, c.actor_rollout_ref.rollout.n));
 }
 
 void check_actor(const ActorSection& actor) {
@@ -125,26 +153,59 @@ void check_rollout(const RolloutSection& rollout) {
 }
 
 // Rewards come from the rule scorer of each row's data_source; a built-in task's data_source is its
-// name, so a task without a scorer could never be rewarded.
+// name, so a task without a scorer could never be rewarded. (The data_source values of JSONL files are
+// checked when the trainer reads them.)
 void check_builtin_task(const RlDataConfig& data) {
-  const std::unique_ptr<data::Task> task = data::make_task(data.task, yaml_to_json(data.task_kwargs), 0);
+  const std::string name = data.builtin_task();
+  const std::unique_ptr<data::Task> task = data::make_task(name, yaml_to_json(data.task_kwargs), 0);
   try {
     rl::make_rule_scorer(task->name());
   } catch (const ConfigError&) {
     throw ConfigError("data.task",
                       fmt::format("'{}': the built-in task's data_source '{}' has no rule scorer, so its responses "
                                   "cannot be rewarded; expected a task whose data_source is one of: {}",
-                                  data.task, task->name(), fmt::join(rl::rule_scorer_data_sources(), ", ")));
+                                  name, task->name(), fmt::join(rl::rule_scorer_data_sources(), ", ")));
   }
 }
 
-void check_data(const RlDataConfig& data) {
+// The keys that only mean something for JSONL files, set to other than verl's default with a built-in
+// task: they would change nothing, which is not what their user asked for.
+void reject_file_keys(const RlDataConfig& data) {
+  const auto reject = [](const std::string& key, bool set) {
+    if (set)
+      throw ConfigError("data." + key, "applies to the rows of data.train_files; a built-in task (data.train_files "
+                                       "null) draws its prompts from data.seed: leave it at verl's default");
+  };
+  reject("val_files", data.val_files.has_value());
+  reject("prompt_key", data.prompt_key != "prompt");
+  reject("reward_fn_key", data.reward_fn_key != "data_source");
+  reject("filter_overlong_prompts", data.filter_overlong_prompts);
+  reject("shuffle", !data.shuffle);
+}
+
+void check_data(const RlDataConfig& data, const RlTrainerConfig& trainer) {
   require_positive("data.max_prompt_length", data.max_prompt_length);
   require_positive("data.max_response_length", data.max_response_length);
   require_positive("data.val_size", data.val_size);
-  if (data.train_files && data.train_files->empty())
+  require_one_of("data.truncation", data.truncation, {"error", "left", "right", "middle"});
+  if (!data.train_files) {
+    reject_file_keys(data);
+    check_builtin_task(data);
+    return;
+  }
+  if (data.train_files->empty())
     throw ConfigError("data.train_files", "expected at least one JSONL file, or null for the built-in task");
-  if (!data.train_files) check_builtin_task(data);
+  if (data.task || (data.task_kwargs.IsDefined() && !data.task_kwargs.IsNull()))
+    throw ConfigError(data.task ? "data.task" : "data.task_kwargs",
+                      "a built-in task and data.train_files exclude each other: set one of them, the other null");
+  if (data.val_files && data.val_files->empty())
+    throw ConfigError("data.val_files", "expected at least one JSONL file, or null for no validation");
+  if (!data.val_files && trainer.test_freq > 0)
+    throw ConfigError("data.val_files", fmt::format("null, but trainer.test_freq is {}: validation reads the rows of "
+                                                    "data.val_files (set them, or trainer.test_freq: -1)",
+                                                    trainer.test_freq));
+  require_nonempty("data.prompt_key", data.prompt_key);
+  require_nonempty("data.reward_fn_key", data.reward_fn_key);
 }
 
 void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
@@ -157,16 +218,18 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
     throw ConfigError("trainer.resume_from_path",
                       "resume_mode resume_path needs the path of a checkpoint folder, .../global_step_<k>");
   require_positive("trainer.total_training_steps", trainer.total_training_steps);
-  if (builtin_task && !trainer.total_training_steps)
+  if (!trainer.total_training_steps)
     throw ConfigError("trainer.total_training_steps",
-                      "required with a built-in task (data.train_files is null): its prompts never run out, so "
-                      "there is no epoch to count");
+                      builtin_task ? "required with a built-in task (data.train_files is null): its prompts never "
+                                     "run out, so there is no epoch to count"
+                                   : "required: verl's default, trainer.total_epochs x batches per epoch, needs "
+                                     "trainer.total_epochs, which rlforge does not implement yet");
   require_positive("trainer.nnodes", trainer.nnodes);
   require_positive("trainer.n_gpus_per_node", trainer.n_gpus_per_node);
   require_positive("trainer.max_actor_ckpt_to_keep", trainer.max_actor_ckpt_to_keep);
-  if (trainer.critic_warmup != 0)
+  if (trainer.critic_warmup < 0)
     throw ConfigError("trainer.critic_warmup",
-                      fmt::format("{}: expected 0, rlforge has no critic yet (issue #10)", trainer.critic_warmup));
+                      fmt::format("must be >= 0 (the step the actor starts training at), got {}", trainer.critic_warmup));
   if (trainer.num_threads < 0)
     throw ConfigError("trainer.num_threads", fmt::format("must be >= 0 (0: cores / ranks), got {}", trainer.num_threads));
   if (trainer.time_budget_s && !(*trainer.time_budget_s > 0))
@@ -178,13 +241,21 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
 void RlConfig::validate() const {
   if (!actor_rollout_ref.hybrid_engine)
     throw ConfigError("actor_rollout_ref.hybrid_engine",
-                      "false: expected true (actor, rollout and reference share the ranks in rlforge)");
+                      "false: expected true (rlforge places roles on ranks with actor_rollout_ref.<role>.device_mapping)");
   require_one_of("actor_rollout_ref.ref.strategy", actor_rollout_ref.ref.strategy, {"megatron"});
+  require_one_of("custom_reward_function.on_error", custom_reward_function.on_error, {"fail", "zero"});
+  if (custom_reward_function.num_workers < 1)
+    throw ConfigError("custom_reward_function.num_workers",
+                      fmt::format("must be >= 1, got {}", custom_reward_function.num_workers));
+  if (!(custom_reward_function.timeout_s > 0))
+    throw ConfigError("custom_reward_function.timeout_s",
+                      fmt::format("must be positive, got {}", custom_reward_function.timeout_s));
   check_algorithm(algorithm);
   check_actor(actor_rollout_ref.actor);
   check_rollout(actor_rollout_ref.rollout);
   check_batch_sizes(*this);
-  check_data(data);
+  if (uses_critic()) check_critic(*this);
+  check_data(data, trainer);
   check_trainer(trainer, !data.train_files);
   if (!(resources.device_memory_gb > 0))
     throw ConfigError("resources.device_memory_gb", fmt::format("must be positive, got {}", resources.device_memory_gb));
@@ -201,6 +272,30 @@ int64_t RlConfig::prompt_length() const {
 
 int64_t RlConfig::response_length() const {
   return actor_rollout_ref.rollout.response_length.value_or(data.max_response_length);
+}
+
+std::string RlConfig::critic_model_path() const {
+  return critic.model.path.value_or(actor_rollout_ref.model.path.value_or(""));
+}
+
+int64_t RlConfig::critic_ppo_mini_batch_size() const {
+  return critic.ppo_mini_batch_size.value_or(actor_rollout_ref.actor.ppo_mini_batch_size);
+}
+
+bool RlConfig::critic_use_dynamic_bsz() const {
+  return critic.use_dynamic_bsz.value_or(actor_rollout_ref.actor.use_dynamic_bsz);
+}
+
+int64_t RlConfig::critic_ppo_epochs() const { return critic.ppo_epochs.value_or(actor_rollout_ref.actor.ppo_epochs); }
+
+bool RlConfig::critic_shuffle() const { return critic.shuffle.value_or(actor_rollout_ref.actor.shuffle); }
+
+uint64_t RlConfig::critic_data_loader_seed() const {
+  return critic.data_loader_seed.value_or(actor_rollout_ref.actor.data_loader_seed);
+}
+
+std::string RlConfig::critic_loss_agg_mode() const {
+  return critic.loss_agg_mode.value_or(actor_rollout_ref.actor.loss_agg_mode);
 }
 
 }  // namespace rf::apps

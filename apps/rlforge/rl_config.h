@@ -3,7 +3,10 @@
 // (each marked "rlforge:" in its description). Known verl keys rlforge does not implement are not
 // fields here: rl_config_policy.h accepts them at verl's default (with a warning) and rejects any
 // other value; keys verl does not know either are errors (bind.h).
-// Sections: actor_rollout_ref.{model, actor, ref, rollout}, data, algorithm, trainer, resources.
+// Sections: actor_rollout_ref.{model, actor, ref, rollout}, critic, data, algorithm, trainer, resources.
+// critic: verl interpolates several of its keys from the actor's; here those are null and fall back to the
+// actor's value in code (RlConfig::critic_*), and critic.megatron takes every key the user did not set from
+// actor.megatron (train_command.cpp), as verl's ${oc.select:...} does.
 // Cross-section checks (mini-batches dividing the batch, ...) are RlConfig::validate (rl_config.cpp).
 #pragma once
 
@@ -51,6 +54,7 @@ struct PolicyLossSection {  // actor_rollout_ref.actor.policy_loss
 
 struct ActorSection {  // actor_rollout_ref.actor
   std::string strategy = "megatron";
+  YAML::Node device_mapping;  // role_placement.h
   int64_t ppo_mini_batch_size = 256;                      // prompts per optimizer step (x rollout.n responses)
   std::optional<int64_t> ppo_micro_batch_size_per_gpu;    // responses per micro-batch
   bool use_dynamic_bsz = false;
@@ -103,6 +107,8 @@ struct ActorSection {  // actor_rollout_ref.actor
     f("data_loader_seed", data_loader_seed, "seed of the mini-batch shuffle");
     f("optim", optim, "optimizer and learning-rate schedule");
     f("megatron", megatron, "the actor's engine: parallel layout, dtype, offload");
+    f("device_mapping", device_mapping,
+      "rlforge (ROLL's device_mapping): this role's world ranks, a list or 'list(range(a,b))' (null: every rank)");
   }
 };
 
@@ -110,6 +116,7 @@ struct RefSection {  // actor_rollout_ref.ref
   std::string strategy = "megatron";
   std::optional<int64_t> log_prob_micro_batch_size_per_gpu;
   engine::EngineConfig megatron;
+  YAML::Node device_mapping;  // role_placement.h
 
   template <class Fields>
   void fields(Fields& f) {
@@ -117,6 +124,8 @@ struct RefSection {  // actor_rollout_ref.ref
     f("log_prob_micro_batch_size_per_gpu", log_prob_micro_batch_size_per_gpu,
       "responses per forward (null: the actor's log-prob micro-batch)");
     f("megatron", megatron, "the reference's layout and dtype (param_offload: keep its weights off the device tier)");
+    f("device_mapping", device_mapping,
+      "rlforge (ROLL's device_mapping): the reference's world ranks (null: the actor's)");
   }
 };
 
@@ -139,6 +148,7 @@ struct ValKwargs {  // actor_rollout_ref.rollout.val_kwargs
 
 struct RolloutSection {  // actor_rollout_ref.rollout
   std::string name = "rlforge";
+  YAML::Node device_mapping;  // role_placement.h
   double temperature = 1.0;
   int64_t top_k = -1;
   double top_p = 1.0;
@@ -179,6 +189,8 @@ struct RolloutSection {  // actor_rollout_ref.rollout
     f("ignore_eos", ignore_eos, "keep generating after eos");
     f("free_cache_engine", free_cache_engine, "release the KV cache while the actor trains");
     f("tensor_model_parallel_size", tensor_model_parallel_size, "rlforge default 1: the rollout's own TP size");
+    f("device_mapping", device_mapping,
+      "rlforge (ROLL's device_mapping): this role's world ranks, a list or 'list(range(a,b))' (null: every rank)");
     f("max_num_batched_tokens", max_num_batched_tokens, "tokens per engine step (prefill chunks + decodes)");
     f("max_num_seqs", max_num_seqs, "sequences running at once");
     f("enable_chunked_prefill", enable_chunked_prefill, "split long prompts over steps");
@@ -208,29 +220,99 @@ struct ActorRolloutRefSection {
   }
 };
 
+struct CriticModelConfig {  // critic.model
+  std::optional<std::string> path;  // null: actor_rollout_ref.model.path
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("path", path,
+      "HF folder the critic starts from: an LM's (its backbone under a new value head) or a "
+      "*ForTokenClassification one (null: actor_rollout_ref.model.path)");
+  }
+};
+
+// verl's critic optimizer defaults differ from the actor's in the learning rate only.
+inline optim::OptimConfig critic_optim_defaults() {
+  optim::OptimConfig optim;
+  optim.lr = 1e-5;
+  return optim;
+}
+
+struct CriticSection {  // critic: the value model of algorithm.adv_estimator gae, on the actor's ranks
+  std::string strategy = "megatron";
+  CriticModelConfig model;
+  optim::OptimConfig optim = critic_optim_defaults();
+  std::optional<int64_t> ppo_mini_batch_size;           // null: the actor's
+  std::optional<int64_t> ppo_micro_batch_size_per_gpu;  // null: the whole mini-batch share in one
+  std::optional<bool> use_dynamic_bsz;                  // null: the actor's
+  int64_t ppo_max_token_len_per_gpu = 32768;
+  std::optional<int64_t> ppo_epochs;                    // null: the actor's
+  std::optional<bool> shuffle;                          // null: the actor's
+  std::optional<uint64_t> data_loader_seed;             // null: the actor's
+  double cliprange_value = 0.5;
+  std::optional<std::string> loss_agg_mode;             // null: the actor's
+  engine::EngineConfig megatron;
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("strategy", strategy, "critic engine: megatron (rlforge's TrainEngine)");
+    f("model", model, "the value model");
+    f("optim", optim, "the critic's optimizer and learning-rate schedule");
+    f("ppo_mini_batch_size", ppo_mini_batch_size,
+      "prompts per critic optimizer step, each with rollout.n responses (null: the actor's)");
+    f("ppo_micro_batch_size_per_gpu", ppo_micro_batch_size_per_gpu,
+      "responses per micro-batch of the values pass and the update (null: the whole mini-batch share in one)");
+    f("use_dynamic_bsz", use_dynamic_bsz,
+      "pack micro-batches by tokens up to ppo_max_token_len_per_gpu (null: the actor's)");
+    f("ppo_max_token_len_per_gpu", ppo_max_token_len_per_gpu, "token budget of a micro-batch with use_dynamic_bsz");
+    f("ppo_epochs", ppo_epochs, "passes over each step's batch (null: the actor's)");
+    f("shuffle", shuffle, "shuffle the responses before cutting mini-batches, each epoch (null: the actor's)");
+    f("data_loader_seed", data_loader_seed, "seed of the mini-batch shuffle (null: the actor's)");
+    f("cliprange_value", cliprange_value, "value clip: the new values stay within this of the values at rollout");
+    f("loss_agg_mode", loss_agg_mode, "aggregation of the value loss (null: the actor's)");
+    f("megatron", megatron,
+      "the critic's engine on the actor's ranks: parallel layout, dtype, offload (each key not set: the actor's)");
+  }
+};
+
 struct RlDataConfig {  // data
   std::optional<std::vector<std::string>> train_files;
   std::optional<std::vector<std::string>> val_files;
-  std::string task = "arith";
+  std::string prompt_key = "prompt";
+  std::string reward_fn_key = "data_source";
+  std::optional<std::string> task;  // null: arith, when train_files is null
   YAML::Node task_kwargs;
   int64_t max_prompt_length = 512;
   int64_t max_response_length = 512;
   int64_t train_batch_size = 1024;
   int64_t val_size = 200;
+  std::string truncation = "error";
+  bool filter_overlong_prompts = false;
+  bool shuffle = true;
   std::optional<uint64_t> seed;
 
   template <class Fields>
   void fields(Fields& f) {
-    f("train_files", train_files, "JSONL files in verl's columns (null: the built-in task)");
-    f("val_files", val_files, "JSONL validation files (null: the task's held-out split)");
-    f("task", task, "rlforge: built-in task (arith, reversal) when train_files is null; its data_source is its name");
+    f("train_files", train_files,
+      "JSONL files in verl's columns, a path or a list (null: the built-in task); rl_prompt_source.h");
+    f("val_files", val_files, "JSONL validation files, a path or a list, every row each validation");
+    f("prompt_key", prompt_key, "the column of the prompt: a string, or a list of chat messages");
+    f("reward_fn_key", reward_fn_key, "the column that picks the rule scorer (and groups val metrics)");
+    f("task", task,
+      "rlforge: built-in task (arith, reversal) when train_files is null (null: arith); its data_source is its name");
     f("task_kwargs", task_kwargs, "rlforge: task options, e.g. {digits: 3}");
     f("max_prompt_length", max_prompt_length, "max prompt tokens");
     f("max_response_length", max_response_length, "max response tokens");
     f("train_batch_size", train_batch_size, "prompts per step");
     f("val_size", val_size, "rlforge: held-out prompts per validation (built-in tasks)");
+    f("truncation", truncation,
+      "a prompt over max_prompt_length: error, left (keep its end), right (keep its start) or middle (keep both ends)");
+    f("filter_overlong_prompts", filter_overlong_prompts,
+      "drop the rows of train_files / val_files over max_prompt_length");
+    f("shuffle", shuffle, "shuffle train_files' rows, each epoch in a new order");
     f("seed", seed, "seed of the data order (null: trainer seed 1)");
   }
+  std::string builtin_task() const { return task.value_or("arith"); }
 };
 
 struct KlCtrlConfig {  // algorithm.kl_ctrl
@@ -302,7 +384,9 @@ struct RlTrainerConfig {  // trainer
     f("resume_from_path", resume_from_path, "with resume_mode resume_path: a global_step_<k> folder");
     f("val_before_train", val_before_train, "validate before the first step");
     f("test_freq", test_freq, "validate every k steps and at the end (<= 0: never)");
-    f("critic_warmup", critic_warmup, "steps before the actor trains (critic only)");
+    f("critic_warmup", critic_warmup,
+      "the actor trains from step critic_warmup on (verl's critic_warmup <= global_steps): steps before it "
+      "train the critic only");
     f("default_local_dir", default_local_dir,
       "run folder: checkpoints, metrics.jsonl, plot (null: checkpoints/<project_name>/<experiment_name>)");
     f("max_actor_ckpt_to_keep", max_actor_ckpt_to_keep, "keep the newest k checkpoints (null: all)");
@@ -324,26 +408,65 @@ struct ResourcesConfig {  // resources (DESIGN §9)
   }
 };
 
+struct CustomRewardFunctionSection {  // custom_reward_function: a user's verl-style reward file
+  std::optional<std::string> path;
+  std::string name = "compute_score";
+  YAML::Node reward_kwargs;  // a map of keyword arguments for the function (null: none)
+  int64_t num_workers = 2;
+  double timeout_s = 30;
+  std::string on_error = "fail";
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("path", path, "a .py file defining the score function (null: the rule scorers by data_source)");
+    f("name", name, "the function: compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)");
+    f("reward_kwargs", reward_kwargs, "extra keyword arguments passed to the function");
+    f("num_workers", num_workers, "rlforge: /usr/bin/python3 worker processes scoring in parallel");
+    f("timeout_s", timeout_s, "rlforge: seconds a sample may take; a worker past it is killed and replaced");
+    f("on_error", on_error,
+      "rlforge: a sample whose scorer raises, times out, crashes or returns a non-number: fail (the step stops "
+      "with the error) or zero (scores 0, counted in reward/num_failed)");
+  }
+};
+
 struct RlConfig {
+  // Not an aggregate, for the same GCC 12 false positive as PolicyLossSection's (here on the strings of
+  // ref.megatron when config::document's RlConfig{} is destroyed).
+  RlConfig() = default;
+
   ActorRolloutRefSection actor_rollout_ref;
+  CriticSection critic;
   RlDataConfig data;
   AlgorithmConfig algorithm;
   RlTrainerConfig trainer;
   ResourcesConfig resources;
+  CustomRewardFunctionSection custom_reward_function;
 
   template <class Fields>
   void fields(Fields& f) {
     f("actor_rollout_ref", actor_rollout_ref, "actor, rollout and reference (the hybrid engine)");
+    f("critic", critic, "the value model (built when algorithm.adv_estimator is gae)");
     f("data", data, "prompts");
     f("algorithm", algorithm, "advantages and KL in the reward");
     f("trainer", trainer, "run length, validation, checkpoints, logging");
     f("resources", resources, "memory tiers");
+    f("custom_reward_function", custom_reward_function, "a user's reward function in Python (verl's)");
   }
   // Cross-section checks; ConfigError with the full key path.
   void validate() const;
   std::string run_dir() const;
   int64_t response_length() const;
   int64_t prompt_length() const;
+  // verl instantiates the critic when the estimator needs values (critic.enable null: adv_estimator gae).
+  bool uses_critic() const { return algorithm.adv_estimator == "gae"; }
+  // The critic's keys that follow the actor's when null.
+  std::string critic_model_path() const;
+  int64_t critic_ppo_mini_batch_size() const;
+  bool critic_use_dynamic_bsz() const;
+  int64_t critic_ppo_epochs() const;
+  bool critic_shuffle() const;
+  uint64_t critic_data_loader_seed() const;
+  std::string critic_loss_agg_mode() const;
 };
 
 }  // namespace rf::apps

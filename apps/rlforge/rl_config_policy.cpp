@@ -161,12 +161,7 @@ void add_data_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"return_raw_chat", "true"},
        {"return_full_prompt", "false"},
        {"dataloader_num_workers", "8"},
-       {"prompt_key", "prompt"},
-       {"reward_fn_key", "data_source"},
        {"val_batch_size", "null"},
-       {"shuffle", "true"},
-       {"filter_overlong_prompts", "false"},
-       {"truncation", "error"},
        {"validation_shuffle", "false"},
        {"filter_overlong_prompts_workers", "1"},
        {"image_key", "images"},
@@ -182,44 +177,17 @@ void add_data_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"apply_chat_template_kwargs", "{}"}});
 }
 
-// The critic role (issue #10): its whole section, so a verl file that leaves it at its defaults loads.
-void add_critic(std::vector<UnimplementedVerlKey>& keys) {
+// The critic's keys beyond rlforge's CriticSection (enable: verl builds the critic for gae when null, as
+// rlforge does).
+void add_critic_extras(std::vector<UnimplementedVerlKey>& keys) {
   add(keys, "critic",
-      {{"strategy", "megatron"},
-       {"enable", "null"},
+      {{"enable", "null"},
        {"ppo_micro_batch_size", "null"},
-       {"ppo_max_token_len_per_gpu", "32768"},
-       {"cliprange_value", "0.5"},
        {"nccl_timeout", "600"},
        {"load_weight", "true"},
        {"model.override_config.model_config", "{}"},
        {"model.override_config.moe_config.freeze_moe_router", "false"}});
-  add(keys, "critic.optim",
-      {{"optimizer", "adam"},
-       {"lr", "1e-5"},
-       {"min_lr", "0"},
-       {"clip_grad", "1.0"},
-       {"weight_decay", "0.01"},
-       {"betas", "[0.9, 0.999]"},
-       {"lr_warmup_steps", "-1"},
-       {"lr_warmup_steps_ratio", "0.0"},
-       {"lr_warmup_init", "0"},
-       {"lr_decay_steps", "null"},
-       {"lr_decay_style", "constant"},
-       {"total_training_steps", "-1"}});
   add_optim_extras(keys, "critic");
-  add(keys, "critic.megatron",
-      {{"param_offload", "false"},
-       {"grad_offload", "false"},
-       {"optimizer_offload", "false"},
-       {"tensor_model_parallel_size", "1"},
-       {"expert_model_parallel_size", "1"},
-       {"pipeline_model_parallel_size", "1"},
-       {"context_parallel_size", "1"},
-       {"sequence_parallel", "true"},
-       {"use_distributed_optimizer", "true"},
-       {"seed", "42"},
-       {"dtype", "bfloat16"}});
   add_megatron_extras(keys, "critic", false);
   add_checkpoint(keys, "critic");
   add_profiler(keys, "critic");
@@ -247,7 +215,6 @@ void add_reward_model(std::vector<UnimplementedVerlKey>& keys) {
        {"load_weight", "true"}});
   add_profiler(keys, "reward_model");
   add(keys, "reward_manager", {{"source", "register"}});
-  add(keys, "custom_reward_function", {{"path", "null"}, {"name", "compute_score"}});
 }
 
 void add_algorithm_and_trainer_extras(std::vector<UnimplementedVerlKey>& keys) {
@@ -306,7 +273,7 @@ std::vector<UnimplementedVerlKey> build_table() {
   add_actor_and_ref_extras(keys);
   add_rollout_extras(keys);
   add_data_extras(keys);
-  add_critic(keys);
+  add_critic_extras(keys);
   add_reward_model(keys);
   add_algorithm_and_trainer_extras(keys);
   add_ray_and_profiling(keys);
@@ -380,6 +347,18 @@ YAML::Node node_at(const YAML::Node& root, const std::string& key) {
   return node;
 }
 
+// verl reads data.train_files and data.val_files as one path or a list of them; the schema holds a list.
+void list_single_data_files(const YAML::Node& root) {
+  YAML::Node data = config::find_child(root, "data");
+  for (const char* key : {"train_files", "val_files"}) {
+    const YAML::Node value = config::find_child(data, key);
+    if (!value.IsScalar()) continue;
+    YAML::Node list(YAML::NodeType::Sequence);
+    list.push_back(value.Scalar());
+    data[key] = list;
+  }
+}
+
 // Hydra instantiation hints, on every verl section that is a dataclass; they have no meaning here.
 int remove_hydra_targets(YAML::Node map) {
   if (!map.IsMap()) return 0;
@@ -388,7 +367,7 @@ int remove_hydra_targets(YAML::Node map) {
   return removed;
 }
 
-// The maps above listed keys that rlforge's schema does not have (critic, actor.checkpoint, ...),
+// The maps above listed keys that rlforge's schema does not have (critic.checkpoint, actor.profiler, ...),
 // deepest first, so emptying one can empty its parent.
 std::vector<std::string> verl_only_sections(const YAML::Node& schema) {
   std::set<std::string> sections;
@@ -438,6 +417,7 @@ std::vector<std::string> reach_unimplemented_verl_keys(const std::vector<std::st
 
 void apply_verl_key_policy(config::ConfigTree& tree) {
   const YAML::Node& root = tree.root();  // a handle: removing through it edits the tree
+  list_single_data_files(root);
   if (const int targets = remove_hydra_targets(root))
     core::log_warning("ignoring {} Hydra `_target_` key(s) of verl's config: rlforge's sections have fixed types",
                       targets);

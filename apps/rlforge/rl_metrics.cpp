@@ -6,6 +6,8 @@
 #include <numeric>
 #include <vector>
 
+#include "rl/explained_variance.h"
+
 namespace rf::apps {
 namespace {
 
@@ -41,6 +43,12 @@ Metrics data_metrics(const RlBatch& batch, int64_t max_prompt_length, int64_t ma
   add_stats(m, "critic/rewards", rewards);
   add_stats(m, "critic/advantages", per_token(batch, &RlResponse::advantages));
   add_stats(m, "critic/returns", per_token(batch, &RlResponse::returns));
+  if (!batch.empty() && !batch.front().values.empty()) {
+    add_stats(m, "critic/values", per_token(batch, &RlResponse::values));
+    m["critic/vf_explained_var"] =
+        rl::vf_explained_var(column_matrix(batch, &RlResponse::returns), column_matrix(batch, &RlResponse::values),
+                             response_mask_matrix(batch));
+  }
   add_stats(m, "response_length", response_lengths);
   add_stats(m, "prompt_length", prompt_lengths);
   if (!batch.empty()) {

@@ -1,6 +1,8 @@
 // The step's metrics with verl's names (spec verl.md §2.6), computed from the batch on the driver:
 //   critic/score/{mean,max,min}, critic/rewards/...   per-response sums of token_level_scores / _rewards
 //   critic/advantages/..., critic/returns/...         over the response tokens
+//   critic/values/..., critic/vf_explained_var        with a critic: its values over the response tokens,
+//                                                     and how much of the returns' variance they explain
 //   response_length/{mean,max,min,clip_ratio}, prompt_length/...  (clip_ratio: share at the limit)
 //   training/rollout_probs_diff_{max,mean,std}        |exp(rollout log-prob) - exp(old log-prob)| over
 //                                                     the response tokens (verl's calculate_debug_metrics)

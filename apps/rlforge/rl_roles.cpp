@@ -1,13 +1,18 @@
 #include "apps/rlforge/rl_roles.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <numeric>
 
+#include "apps/rlforge/rl_transfer.h"
 #include "apps/rlforge/sft_parallel.h"
+#include "core/error.h"
 #include "core/philox.h"
 #include "data/index_permutation.h"
 #include "engine/offload_set.h"
+#include "model/hf_folder.h"
 #include "rl/agg_loss.h"
 
 namespace rf::apps {
@@ -58,13 +63,59 @@ engine::rollout::RolloutConfig rollout_config(const RlConfig& config) {
   return c;
 }
 
+// A role's parallel context over its ranks (a placeholder single-process context on the others, which
+// build no engine for it).
+template <class Role>
+dist::ParallelContext role_context(const engine::EngineConfig& layout, Role& role) {
+  if (!role.member()) return dist::ParallelContext::single_process();
+  return make_parallel_context(layout, role.group());
+}
+
 kernels::KernelConfig kernel_config(bool batch_invariant) {
   kernels::KernelConfig c;
   c.batch_invariant = batch_invariant;
   return c;
 }
 
-// The old-log-prob and reference passes' micro-batches: responses only, no loss columns.
+rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
+  return {.loss_agg_mode = rl::parse_agg_mode(config.critic_loss_agg_mode()),
+          .cliprange_value = config.critic.cliprange_value,
+          .max_response_length = config.response_length()};
+}
+
+// critic.model.path's model under a value head of one output: a *ForTokenClassification folder is a
+// critic already; an LM's backbone gets a new head (verl's critic from the actor's model).
+model::ModelConfig critic_model_config(const std::string& dir) {
+  model::ModelConfig c = model::HfModelFolder::open(dir).config;
+  if (c.head == model::HeadKind::score || (c.head == model::HeadKind::value && c.num_labels != 1))
+    throw ConfigError("critic.model.path",
+                      fmt::format("'{}' is a {} model with {} labels: expected an LM, or a value model "
+                                  "(*ForTokenClassification) with one label",
+                                  dir, model::head_name(c.head), c.num_labels));
+  c.head = model::HeadKind::value;
+  c.num_labels = 1;
+  return c;
+}
+
+// A role's micro-batch cut: `micro` responses (null: its DP share of a mini-batch of
+// `mini_batch_responses` in one), or by tokens up to `max_tokens` with `dynamic` (use_dynamic_bsz).
+MicroBatching role_batching(int64_t mini_batch_responses, std::optional<int64_t> micro, bool dynamic,
+                            int64_t max_tokens, const dist::ParallelContext& parallel) {
+  return {micro.value_or(mini_batch_responses / parallel.dp().size()), dynamic ? max_tokens : 0};
+}
+
+// Tokens an engine's micro-batch may hold: `responses` of the longest documents, or the token budget.
+int64_t engine_capacity(const MicroBatching& batching, int64_t responses, int64_t longest) {
+  return batching.max_tokens > 0 ? std::max(batching.max_tokens, longest) : responses * longest;
+}
+
+// The forward-only passes compute no loss.
+engine::LossOutput no_loss(const engine::TensorMap&, const model::ModelOutputs&, const engine::LossContext&,
+                           const model::OutputGrads&) {
+  return {};
+}
+
+// The old-log-prob, reference and values passes' micro-batches: responses only, no loss columns.
 std::vector<engine::TensorMap> forward_micro_batches(const RlBatch& batch, const std::vector<std::vector<int64_t>>& groups) {
   std::vector<engine::TensorMap> mbs;
   for (const std::vector<int64_t>& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
@@ -75,6 +126,70 @@ std::vector<int64_t> iota(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0);
   return v;
+}
+
+// The mini-batches of a step's update, epoch after epoch: `mini_batch` responses each, in order or, with
+// `shuffle`, in a permutation keyed by (seed, step, epoch), so a resumed run shuffles the same way.
+std::vector<std::vector<int64_t>> epoch_mini_batches(int64_t B, int64_t mini_batch, int64_t epochs, bool shuffle,
+                                                     uint64_t seed, int64_t step) {
+  std::vector<std::vector<int64_t>> mini_batches;
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    std::vector<int64_t> order = iota(B);
+    if (shuffle) {
+      const std::array<uint32_t, 4> key = Philox(seed, uint64_t(step)).block_at(uint64_t(epoch));
+      const data::IndexPermutation permutation(uint64_t(B), uint64_t(key[0]) << 32 | key[1]);
+      for (int64_t i = 0; i < B; ++i) order[size_t(i)] = int64_t(permutation.forward(uint64_t(i)));
+    }
+    for (int64_t first = 0; first < B; first += mini_batch)
+      mini_batches.emplace_back(order.begin() + first, order.begin() + std::min(B, first + mini_batch));
+  }
+  return mini_batches;
+}
+
+// What differs between the actor's update and the critic's; verl runs the same loop for both.
+struct UpdatePass {
+  engine::TrainEngine& engine;
+  dist::ProcessGroup& dp;
+  engine::LossFn loss;
+  LossColumns columns;
+  bool with_ref;  // the actor's micro-batches carry ref_log_prob
+  MicroBatching batching;
+  model::EntropyOutput entropy;
+  double temperature;
+  std::string prefix;  // of grad_norm and lr: actor or critic
+};
+
+// A mini-batch's micro-batches on this DP rank: rank r runs the contiguous r-th share of `indices`
+// (train_engine.h: the one-rank run of all of it is the reference).
+std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
+                                                const UpdatePass& pass) {
+  const int64_t dp = pass.dp.size(), rank = pass.dp.rank();
+  const int64_t share = int64_t(indices.size()) / dp;
+  const std::vector<int64_t> mine(indices.begin() + rank * share, indices.begin() + (rank + 1) * share);
+  std::vector<engine::TensorMap> result;
+  for (const std::vector<int64_t>& group :
+       split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens))
+    result.push_back(make_micro_batch(batch, group, pass.columns, pass.with_ref));
+  return result;
+}
+
+// One role's update on its ranks: each mini-batch through the loss, then one optimizer step; the loss's
+// metrics (summed over micro-batches and DP) and <prefix>/grad_norm averaged over the mini-batches,
+// <prefix>/lr, and one step of the LR schedule.
+Metrics run_update(const RlBatch& batch, const std::vector<std::vector<int64_t>>& mini_batches,
+                   const UpdatePass& pass) {
+  Metrics sums;
+  for (const std::vector<int64_t>& indices : mini_batches) {
+    const engine::ForwardBackwardResult fb = pass.engine.forward_backward(
+        dp_micro_batches(batch, indices, pass), pass.loss, engine::ForwardOnly::no, pass.entropy, pass.temperature);
+    for (const auto& [name, value] : fb.metrics) sums[name] += pass.dp.all_reduce_scalar(value, dist::ReduceOp::sum);
+    sums[pass.prefix + "/grad_norm"] += pass.engine.optimizer_step();
+  }
+  Metrics metrics;
+  for (const auto& [name, value] : sums) metrics[name] = value / double(mini_batches.size());
+  metrics[pass.prefix + "/lr"] = pass.engine.lr();
+  pass.engine.lr_step();
+  return metrics;
 }
 
 }  // namespace
@@ -104,103 +219,143 @@ engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollou
   return p;
 }
 
+RlRoles::RoleRanks::RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name)
+    : world_(world), member_(true), root_(0) {
+  const bool all = ranks.empty() || int(ranks.size()) == world.size();
+  if (all) return;  // no sub-communicator: the role is the world
+  ranks_ = ranks;
+  member_ = std::find(ranks.begin(), ranks.end(), world.rank()) != ranks.end();
+  root_ = ranks.front();
+  own_ = world.split(member_ ? 0 : -1, world.rank(), name);
+}
+
+bool RlRoles::RoleRanks::contains(const RoleRanks& other) const {
+  if (ranks_.empty()) return true;
+  if (other.ranks_.empty()) return false;
+  return std::includes(ranks_.begin(), ranks_.end(), other.ranks_.begin(), other.ranks_.end());
+}
+
 RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
-                 MemoryTracker& tracker)
+                 MemoryTracker& tracker, const RolePlacement& placement)
     : config_(config),
-      actor_parallel_(make_parallel_context(config.actor_rollout_ref.actor.megatron, world)),
-      rollout_parallel_(make_parallel_context(rollout_layout(config.actor_rollout_ref.rollout), world)),
-      ref_parallel_(make_parallel_context(config.actor_rollout_ref.ref.megatron, world)),
+      world_(world),
+      actor_role_(world, placement.actor, "actor"),
+      rollout_role_(world, placement.rollout, "rollout"),
+      ref_role_(world, placement.ref.empty() ? placement.actor : placement.ref, "ref"),
+      actor_parallel_(role_context(config.actor_rollout_ref.actor.megatron, actor_role_)),
+      rollout_parallel_(role_context(rollout_layout(config.actor_rollout_ref.rollout), rollout_role_)),
+      ref_parallel_(role_context(config.actor_rollout_ref.ref.megatron, ref_role_)),
+      critic_parallel_(config.uses_critic() ? role_context(config.critic.megatron, actor_role_)
+                                            : dist::ParallelContext::single_process()),
       // Deterministic mode: every path batch-invariant (the rollout's always is).
       kernels_(kernel_config(config.trainer.deterministic)),
       rollout_kernels_(kernel_config(true)),
-      actor_loss_(actor_loss_config(config)) {
+      actor_loss_(actor_loss_config(config)),
+      uses_ref_(config.actor_rollout_ref.actor.use_kl_loss || config.algorithm.use_kl_in_reward) {
   const ActorSection& a = config.actor_rollout_ref.actor;
   const RolloutSection& r = config.actor_rollout_ref.rollout;
-  const int64_t dp = actor_parallel_.dp().size();
-  const int64_t mini_batch_responses = a.ppo_mini_batch_size * r.n;
-  responses_per_micro_batch_ = a.ppo_micro_batch_size_per_gpu.value_or(mini_batch_responses / dp);
+  actor_batching_ = role_batching(a.ppo_mini_batch_size * r.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
+                                  a.ppo_max_token_len_per_gpu, actor_parallel_);
   const int64_t longest = config.prompt_length() + config.response_length();
-  max_tokens_per_micro_batch_ = a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : 0;
-  const int64_t log_prob_responses = r.log_prob_micro_batch_size_per_gpu.value_or(responses_per_micro_batch_);
+  const int64_t log_prob_responses = r.log_prob_micro_batch_size_per_gpu.value_or(actor_batching_.responses);
   const int64_t capacity =
-      a.use_dynamic_bsz ? std::max(a.ppo_max_token_len_per_gpu, longest)
-                        : std::max(responses_per_micro_batch_, log_prob_responses) * longest;
-
-  optim::OptimConfig optim = a.optim;
-  optim.total_training_steps = config.trainer.total_training_steps;
-  actor_ = std::make_unique<engine::TrainEngine>(a.megatron, optim, model_config, kernels_, actor_parallel_, tracker,
-                                                 capacity);
-  rollout_ = std::make_unique<engine::rollout::RolloutEngine>(
-      model_config, engine::EngineConfig{.dtype = r.dtype}.compute_dtype(), rollout_config(config), rollout_kernels_,
-      rollout_parallel_, tracker);
-  // Colocated with training: the KV cache exists only while the rollout generates.
-  if (r.free_cache_engine) rollout_->release();
+      engine_capacity(actor_batching_, std::max(actor_batching_.responses, log_prob_responses), longest);
   temperature_ = train_sampling(r, config.response_length(), 0).logprob_temperature();
-  if (a.use_kl_loss || config.algorithm.use_kl_in_reward)
+
+  if (actor_role_.member()) {
+    optim::OptimConfig optim = a.optim;
+    optim.total_training_steps = config.trainer.total_training_steps;
+    actor_ = std::make_unique<engine::TrainEngine>(a.megatron, optim, model_config, kernels_, actor_parallel_, tracker,
+                                                   capacity);
+  }
+  if (rollout_role_.member()) {
+    rollout_ = std::make_unique<engine::rollout::RolloutEngine>(
+        model_config, engine::EngineConfig{.dtype = r.dtype}.compute_dtype(), rollout_config(config),
+        rollout_kernels_, rollout_parallel_, tracker);
+    // Colocated with training: the KV cache exists only while the rollout generates.
+    if (r.free_cache_engine) rollout_->release();
+  }
+  if (uses_ref_ && ref_role_.member())
     ref_ = std::make_unique<engine::InferEngine>(config.actor_rollout_ref.ref.megatron, model_config, kernels_,
                                                  ref_parallel_, tracker, capacity);
+  if (!config.uses_critic()) return;
+  critic_loss_.emplace(critic_loss_config(config));
+  critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
+                                   config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
+                                   critic_parallel_);
+  if (actor_role_.member()) {
+    optim::OptimConfig optim = config.critic.optim;
+    optim.total_training_steps = config.trainer.total_training_steps;
+    critic_ = std::make_unique<engine::TrainEngine>(config.critic.megatron, optim,
+                                                    critic_model_config(config.critic_model_path()), kernels_,
+                                                    critic_parallel_, tracker,
+                                                    engine_capacity(critic_batching_, critic_batching_.responses, longest));
+  }
 }
 
 void RlRoles::load_initial_weights(const std::string& model_dir) {
-  actor_->load_hf_weights(model_dir);
+  if (actor_) actor_->load_hf_weights(model_dir);
   if (ref_) ref_->load_hf_weights(model_dir);
-}
-
-std::vector<engine::TensorMap> RlRoles::micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
-                                                      LossColumns columns, bool dp_share) const {
-  std::vector<int64_t> mine = indices;
-  if (dp_share) {
-    // DP rank r runs the contiguous r-th of the mini-batch (train_engine.h: the one-rank run of all
-    // of it is the reference).
-    const int64_t dp = actor_parallel_.dp().size(), rank = actor_parallel_.dp().rank();
-    const int64_t share = int64_t(indices.size()) / dp;
-    mine.assign(indices.begin() + rank * share, indices.begin() + (rank + 1) * share);
-  }
-  std::vector<engine::TensorMap> result;
-  for (const std::vector<int64_t>& group :
-       split_micro_batches(batch, mine, responses_per_micro_batch_, max_tokens_per_micro_batch_))
-    result.push_back(make_micro_batch(batch, group, columns, ref_ != nullptr));
-  return result;
+  if (!critic_) return;
+  const std::string critic_dir = config_.critic.model.path.value_or(model_dir);
+  if (model::HfModelFolder::open(critic_dir).config.head == model::HeadKind::value)
+    critic_->load_hf_weights(critic_dir);
+  else
+    critic_->load_hf_backbone(critic_dir, config_.critic.megatron.seed);
 }
 
 RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_base,
                           const engine::rollout::RolloutSamplingParams& params, std::span<const int64_t> eos_ids,
                           int64_t num_candidates) {
-  std::vector<engine::rollout::RolloutRequest> requests;
-  for (size_t i = 0; i < prompts.size(); ++i) requests.push_back({prompts[i].tokens, request_base + i, 0});
-  const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
-  if (free_cache) rollout_->resume();
-  std::vector<engine::rollout::RolloutSample> samples = rollout_->generate(requests, params, eos_ids, num_candidates);
-  if (free_cache) rollout_->release();
-  RlBatch batch;
-  batch.reserve(samples.size());
-  for (engine::rollout::RolloutSample& s : samples) {
-    RlResponse r;
-    r.group = int64_t(s.request_id - request_base);
-    r.prompt = prompts[size_t(r.group)].tokens;
-    r.response = std::move(s.token_ids);
-    r.truncated = s.finish_reason == engine::FinishReason::length;
-    r.rollout_log_probs.assign(s.logprobs.begin(), s.logprobs.end());
-    batch.push_back(std::move(r));
+  RlBatch local;
+  if (rollout_) {
+    // This replica's contiguous share of the prompts (the first `extra` replicas take one more).
+    const int64_t replicas = rollout_parallel_.dp().size(), replica = rollout_parallel_.dp().rank();
+    const int64_t P = int64_t(prompts.size()), base = P / replicas, extra = P % replicas;
+    const int64_t first = replica * base + std::min(replica, extra);
+    const int64_t count = base + (replica < extra ? 1 : 0);
+    std::vector<engine::rollout::RolloutRequest> requests;
+    for (int64_t i = first; i < first + count; ++i)
+      requests.push_back({prompts[size_t(i)].tokens, request_base + uint64_t(i), 0});
+    const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
+    if (free_cache) rollout_->resume();
+    std::vector<engine::rollout::RolloutSample> samples = rollout_->generate(requests, params, eos_ids, num_candidates);
+    if (free_cache) rollout_->release();
+    local.reserve(samples.size());
+    for (engine::rollout::RolloutSample& s : samples) {
+      RlResponse r;
+      r.group = int64_t(s.request_id - request_base);
+      r.prompt = prompts[size_t(r.group)].tokens;
+      r.response = std::move(s.token_ids);
+      r.truncated = s.finish_reason == engine::FinishReason::length;
+      r.rollout_log_probs.assign(s.logprobs.begin(), s.logprobs.end());
+      local.push_back(std::move(r));
+    }
   }
-  return batch;
+  // One replica over the whole world (TP over it, or one process): every rank holds every sample.
+  if (rollout_role_.everywhere() && rollout_parallel_.dp().size() == 1) return local;
+  // Otherwise the first TP rank of each replica contributes its share.
+  if (!rollout_ || rollout_parallel_.tp().rank() != 0) local.clear();
+  return gather_responses(std::move(local), world_);
 }
 
 Metrics RlRoles::compute_log_prob(RlBatch& batch) {
-  const std::vector<int64_t> all = iota(int64_t(batch.size()));
-  const std::vector<std::vector<int64_t>> groups =
-      split_micro_batches(batch, all, responses_per_micro_batch_, max_tokens_per_micro_batch_);
-  const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
-  const auto no_loss = [](const engine::TensorMap&, const model::ModelOutputs&, const engine::LossContext&, TensorView,
-                          TensorView) { return engine::LossOutput{}; };
-  const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
-                                                                     model::EntropyOutput::compute, temperature_);
-  // Idle until the update: its weights may leave the device while the reference runs.
-  actor_->offload({.params = config_.actor_rollout_ref.actor.megatron.param_offload});
-  for (size_t m = 0; m < groups.size(); ++m) {
-    read_token_column(batch, groups[m], out.outputs[m].get("log_probs"), &RlResponse::old_log_probs);
-    read_token_column(batch, groups[m], out.outputs[m].get("entropy"), &RlResponse::entropy);
+  if (actor_) {
+    const std::vector<int64_t> all = iota(int64_t(batch.size()));
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(batch, all, actor_batching_.responses, actor_batching_.max_tokens);
+    const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
+    const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
+                                                                       model::EntropyOutput::compute, temperature_);
+    // Idle until the update: its weights may leave the device while the reference runs.
+    actor_->offload({.params = config_.actor_rollout_ref.actor.megatron.param_offload});
+    for (size_t m = 0; m < groups.size(); ++m) {
+      read_token_column(batch, groups[m], out.outputs[m].get("log_probs"), &RlResponse::old_log_probs);
+      read_token_column(batch, groups[m], out.outputs[m].get("entropy"), &RlResponse::entropy);
+    }
   }
+  if (!actor_role_.everywhere())
+    broadcast_columns(batch, {&RlResponse::old_log_probs, &RlResponse::entropy}, world_, actor_role_.root());
   const ActorSection& a = config_.actor_rollout_ref.actor;
   rl::VerlBatchInfo info;
   info.loss_scale_factor = a.loss_scale_factor ? *a.loss_scale_factor : double(config_.response_length());
@@ -210,55 +365,106 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
 }
 
 void RlRoles::compute_ref(RlBatch& batch) {
-  const std::vector<int64_t> all = iota(int64_t(batch.size()));
-  const int64_t per_mb =
-      config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(responses_per_micro_batch_);
-  const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, all, per_mb, max_tokens_per_micro_batch_);
-  const std::vector<engine::TensorMap> out = ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
-  if (config_.actor_rollout_ref.ref.megatron.param_offload) ref_->offload();
-  for (size_t m = 0; m < groups.size(); ++m)
-    read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
+  if (ref_) {
+    const std::vector<int64_t> all = iota(int64_t(batch.size()));
+    const int64_t per_mb =
+        config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(actor_batching_.responses);
+    const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, all, per_mb, actor_batching_.max_tokens);
+    const std::vector<engine::TensorMap> out =
+        ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
+    if (config_.actor_rollout_ref.ref.megatron.param_offload) ref_->offload();
+    for (size_t m = 0; m < groups.size(); ++m)
+      read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
+  }
+  if (!ref_role_.everywhere()) broadcast_columns(batch, {&RlResponse::ref_log_prob}, world_, ref_role_.root());
+}
+
+void RlRoles::compute_values(RlBatch& batch) {
+  if (critic_) {
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(batch, iota(int64_t(batch.size())), critic_batching_.responses, critic_batching_.max_tokens);
+    const engine::ForwardBackwardResult out =
+        critic_->forward_backward(forward_micro_batches(batch, groups), no_loss, engine::ForwardOnly::yes);
+    // Idle until its update: its weights may leave the device while the advantages are computed.
+    critic_->offload({.params = config_.critic.megatron.param_offload});
+    for (size_t m = 0; m < groups.size(); ++m)
+      read_token_column(batch, groups[m], out.outputs[m].get("values"), &RlResponse::values);
+  }
+  if (!actor_role_.everywhere()) broadcast_columns(batch, {&RlResponse::values}, world_, actor_role_.root());
+}
+
+Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
+  Metrics metrics;
+  if (critic_) {
+    const int64_t mini_batch = config_.critic_ppo_mini_batch_size() * config_.actor_rollout_ref.rollout.n;
+    const UpdatePass pass{*critic_,
+                          critic_parallel_.dp(),
+                          std::cref(*critic_loss_),
+                          LossColumns::critic,
+                          false,
+                          critic_batching_,
+                          model::EntropyOutput::skip,
+                          1.0,
+                          "critic"};
+    metrics = run_update(batch,
+                         epoch_mini_batches(int64_t(batch.size()), mini_batch, config_.critic_ppo_epochs(),
+                                            config_.critic_shuffle(), config_.critic_data_loader_seed(), step),
+                         pass);
+    // Idle until the next step's values pass.
+    critic_->offload(engine::configured_offload(config_.critic.megatron));
+  }
+  if (!actor_role_.everywhere()) broadcast_metrics(metrics, world_, actor_role_.root());
+  return metrics;
 }
 
 Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
-  const ActorSection& a = config_.actor_rollout_ref.actor;
-  const int64_t B = int64_t(batch.size());
-  const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.n;
-  const bool with_entropy = a.entropy_coeff != 0 || a.calculate_entropy;
-  Metrics sums;
-  int64_t num_mini_batches = 0;
-  for (int64_t epoch = 0; epoch < a.ppo_epochs; ++epoch) {
-    std::vector<int64_t> order = iota(B);
-    if (a.shuffle) {
-      // A permutation keyed by (data_loader_seed, step, epoch): a resumed run shuffles the same way.
-      const std::array<uint32_t, 4> key = Philox(a.data_loader_seed, uint64_t(step)).block_at(uint64_t(epoch));
-      const data::IndexPermutation permutation(uint64_t(B), uint64_t(key[0]) << 32 | key[1]);
-      for (int64_t i = 0; i < B; ++i) order[size_t(i)] = int64_t(permutation.forward(uint64_t(i)));
-    }
-    for (int64_t first = 0; first < B; first += mini_batch) {
-      const std::vector<int64_t> indices(order.begin() + first, order.begin() + std::min(B, first + mini_batch));
-      const std::vector<engine::TensorMap> mbs = micro_batches(batch, indices, LossColumns::actor, true);
-      const engine::ForwardBackwardResult fb = actor_->forward_backward(
-          mbs, std::cref(actor_loss_), engine::ForwardOnly::no,
-          with_entropy ? model::EntropyOutput::compute : model::EntropyOutput::skip, temperature_);
-      for (const auto& [name, value] : fb.metrics)
-        sums[name] += actor_parallel_.dp().all_reduce_scalar(value, dist::ReduceOp::sum);
-      sums["actor/grad_norm"] += actor_->optimizer_step();
-      ++num_mini_batches;
-    }
-  }
   Metrics metrics;
-  for (const auto& [name, value] : sums) metrics[name] = value / double(num_mini_batches);
-  metrics["actor/lr"] = actor_->lr();
-  actor_->lr_step();
+  if (actor_) {
+    const ActorSection& a = config_.actor_rollout_ref.actor;
+    const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.n;
+    const bool with_entropy = a.entropy_coeff != 0 || a.calculate_entropy;
+    const UpdatePass pass{*actor_,
+                          actor_parallel_.dp(),
+                          std::cref(actor_loss_),
+                          LossColumns::actor,
+                          ref_ != nullptr,
+                          actor_batching_,
+                          with_entropy ? model::EntropyOutput::compute : model::EntropyOutput::skip,
+                          temperature_,
+                          "actor"};
+    metrics = run_update(
+        batch, epoch_mini_batches(int64_t(batch.size()), mini_batch, a.ppo_epochs, a.shuffle, a.data_loader_seed, step),
+        pass);
+  }
+  if (!actor_role_.everywhere()) broadcast_metrics(metrics, world_, actor_role_.root());
   return metrics;
 }
 
 void RlRoles::sync_weights() {
-  actor_->export_weights([&](const std::string& name, TensorView full) { rollout_->update_weights(name, full); });
+  if (actor_role_.contains(rollout_role_)) {
+    // Every rollout rank is an actor rank: each takes the whole tensors its own actor export streams.
+    if (actor_)
+      actor_->export_weights([&](const std::string& name, TensorView full) {
+        if (rollout_) rollout_->update_weights(name, full);
+      });
+  } else {
+    // The rollout has ranks of its own: the actor's first rank sends every whole tensor to the world.
+    WeightStream stream(world_, actor_role_.root());
+    if (actor_) {
+      actor_->export_weights([&](const std::string& name, TensorView full) {
+        stream.send(name, full);
+        if (rollout_) rollout_->update_weights(name, full);
+      });
+      stream.finish();
+    } else {
+      stream.receive([&](const std::string& name, TensorView full) {
+        if (rollout_) rollout_->update_weights(name, full);
+      });
+    }
+  }
   // The actor is idle from here to the next step's old-log-prob pass (generation runs on the
   // rollout's own weights): what the config offloads leaves the device tier.
-  actor_->offload(engine::configured_offload(config_.actor_rollout_ref.actor.megatron));
+  if (actor_) actor_->offload(engine::configured_offload(config_.actor_rollout_ref.actor.megatron));
 }
 
 }  // namespace rf::apps

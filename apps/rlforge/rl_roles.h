@@ -1,18 +1,29 @@
 // The roles of an RL run on the hybrid engine (DESIGN §5, spec verl.md §3): the actor (TrainEngine),
-// the rollout (RolloutEngine, its own TP layout and a batch-invariant kernel registry) and, when a KL
-// term needs it, the reference (InferEngine), all on every rank of the world. Each method is one
-// stage of the step, a collective over the ranks:
+// the rollout (RolloutEngine, its own TP layout and a batch-invariant kernel registry), when a KL
+// term needs it the reference (InferEngine), and with adv_estimator gae the critic (a TrainEngine over a
+// value model: critic.model.path's backbone under a value head), all on every rank of the world. Each
+// method is one stage of the step, a collective over the ranks:
 //   generate         gen: n responses per prompt (the KV cache is resumed for it and, with
 //                    free_cache_engine, released afterwards)
 //   compute_log_prob old_log_prob (+ entropy) with the actor, at the rollout temperature
 //   compute_ref      ref_log_prob with the reference
+//   compute_values   values with the critic
+//   update_critic    mini-batches x critic.ppo_epochs through CriticLoss, one optimizer step per mini-batch
 //   update_actor     mini-batches x ppo_epochs through ActorLoss, one optimizer step per mini-batch
 //   sync_weights     the actor's weights streamed into the rollout's layout, one tensor at a time
 // Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
 // the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
-// reference after its pass; each engine brings back what a stage needs (engine/offload_set.h).
-// The batch is the same on every rank (generation is keyed by (seed, request, sample, position), so
-// every rank draws the same tokens); each DP rank of the actor runs its slice of every mini-batch.
+// reference after its pass, the critic after its values pass (its weights) and its update (all it has);
+// each engine brings back what a stage needs (engine/offload_set.h).
+// Placement (device_mapping, RolePlacement): by default every role is on every rank (verl's hybrid
+// engine); a role may instead sit on a subset of the world's ranks, with its own sub-communicator and its
+// engine built only there. The critic has no placement of its own: it sits on the actor's ranks, in its
+// own parallel layout (critic.megatron). The controller stays SPMD: every rank keeps the whole batch, and each stage
+// ends by bringing its role's results to every rank (rl_transfer.h).
+// The rollout is data parallel over its ranks: each replica (its TP group) generates a contiguous share of
+// the prompts; generation is keyed by (seed, request, sample, position) and the kernels are
+// batch-invariant, so the union is what one process generates. Each DP rank of the actor runs its slice
+// of every mini-batch.
 #pragma once
 
 #include <memory>
@@ -24,10 +35,12 @@
 #include "apps/rlforge/rl_batch.h"
 #include "apps/rlforge/rl_config.h"
 #include "apps/rlforge/rl_metrics.h"
+#include "apps/rlforge/role_placement.h"
 #include "engine/infer_engine.h"
 #include "engine/rollout/rollout_engine.h"
 #include "engine/train_engine.h"
 #include "rl/actor_loss.h"
+#include "rl/critic_loss.h"
 
 namespace rf::apps {
 
@@ -36,12 +49,20 @@ struct RlPrompt {
   std::string ground_truth;
 };
 
+// How a training role cuts responses into micro-batches.
+struct MicroBatching {
+  int64_t responses = 0;   // per micro-batch
+  int64_t max_tokens = 0;  // > 0: greedily by tokens instead (use_dynamic_bsz)
+};
+
 class RlRoles {
  public:
   RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
-          MemoryTracker& tracker);
+          MemoryTracker& tracker, const RolePlacement& placement = {});
 
-  // Initial weights: the actor from `model_dir` (an HF folder), the reference too.
+  // Initial weights: the actor from `model_dir` (an HF folder), the reference too; the critic from
+  // critic.model.path (model_dir when null): a value model's folder whole, an LM's backbone under a new
+  // value head drawn from critic.megatron.seed.
   void load_initial_weights(const std::string& model_dir);
 
   // `request_base` numbers the prompts' random streams (request_base + i for prompt i): unique per
@@ -52,30 +73,60 @@ class RlRoles {
   // response tokens with loss_agg_mode).
   Metrics compute_log_prob(RlBatch& batch);
   void compute_ref(RlBatch& batch);
+  // Fills values (needs a critic: has_critic()).
+  void compute_values(RlBatch& batch);
+  // Returns the critic's metrics (critic/vf_loss, vf_clipfrac, vpred_mean averaged over mini-batches) and
+  // critic/grad_norm, critic/lr. Reads values and returns.
+  Metrics update_critic(RlBatch& batch, int64_t step);
   // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr.
   Metrics update_actor(RlBatch& batch, int64_t step);
   void sync_weights();
 
-  bool has_ref() const { return ref_ != nullptr; }
+  bool has_ref() const { return uses_ref_; }
+  bool has_critic() const { return critic_loss_.has_value(); }
+  // The actor's engine, its ranks' group and context: only on the actor's ranks (in_actor()).
+  bool in_actor() const { return actor_ != nullptr; }
   engine::TrainEngine& actor() { return *actor_; }
-  engine::rollout::RolloutEngine& rollout() { return *rollout_; }
+  dist::ProcessGroup& actor_group() { return actor_role_.group(); }
   dist::ParallelContext& actor_parallel() { return actor_parallel_; }
+  // The critic's engine: only on the actor's ranks of a run with a critic (in_critic()).
+  bool in_critic() const { return critic_ != nullptr; }
+  engine::TrainEngine& critic() { return *critic_; }
 
  private:
-  // Micro-batches of the responses `indices` (this DP rank's share when `dp_share`).
-  std::vector<engine::TensorMap> micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
-                                               LossColumns columns, bool dp_share) const;
+  // One role's ranks: the world, or a sub-communicator of the ranks it was placed on.
+  class RoleRanks {
+   public:
+    RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name);
+    bool member() const { return member_; }
+    bool everywhere() const { return own_ == nullptr && member_; }
+    dist::ProcessGroup& group() { return own_ ? *own_ : world_; }
+    int root() const { return root_; }  // its first world rank
+    bool contains(const RoleRanks& other) const;
+
+   private:
+    dist::ProcessGroup& world_;
+    std::vector<int> ranks_;  // empty: all
+    std::unique_ptr<dist::ProcessGroup> own_;
+    bool member_;
+    int root_;
+  };
 
   const RlConfig& config_;
-  dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_;
+  dist::ProcessGroup& world_;
+  RoleRanks actor_role_, rollout_role_, ref_role_;  // the critic's ranks are the actor's
+  // Single-process off the role (and the critic's without a critic).
+  dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_, critic_parallel_;
   kernels::KernelRegistry kernels_, rollout_kernels_;
   std::unique_ptr<engine::TrainEngine> actor_;
   std::unique_ptr<engine::rollout::RolloutEngine> rollout_;
   std::unique_ptr<engine::InferEngine> ref_;
+  std::unique_ptr<engine::TrainEngine> critic_;
   rl::ActorLoss actor_loss_;
+  std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
+  bool uses_ref_;        // a KL term needs the reference
   double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature
-  int64_t responses_per_micro_batch_;
-  int64_t max_tokens_per_micro_batch_;  // > 0: micro-batches cut by tokens (use_dynamic_bsz)
+  MicroBatching actor_batching_, critic_batching_;
 };
 
 // The rollout's sampling parameters from actor_rollout_ref.rollout (train: its keys; validation: val_kwargs).

@@ -8,7 +8,10 @@
 #include "apps/rlforge/metrics_log.h"
 #include "apps/rlforge/metrics_plot.h"
 #include "apps/rlforge/rl_advantages.h"
+#include "apps/rlforge/rl_prompt_source.h"
 #include "apps/rlforge/rl_roles.h"
+#include "apps/rlforge/rl_transfer.h"
+#include "apps/rlforge/role_placement.h"
 #include "apps/rlforge/sft_tokenizer.h"
 #include "apps/rlforge/yaml_json.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -20,42 +23,14 @@
 #include "engine/hf_checkpoint.h"
 #include "formats/atomic_file.h"
 #include "rl/kl_controller.h"
+#include "rl/rewards/python_reward_pool.h"
 #include "rl/rewards/reward_scorer.h"
 
 namespace rf::apps {
 namespace {
 
 constexpr const char* kActor = "actor";
-
-// The prompts of a built-in task, tokenized as the SFT warm start saw them ([bos] prompt).
-class PromptSource {
- public:
-  PromptSource(const RlConfig& config, const SftTokenizer& tokens)
-      : task_(data::make_task(config.data.task, yaml_to_json(config.data.task_kwargs), data_seed(config))),
-        builder_(*tokens.tokenizer, tokens.special_ids,
-                 data::SftPackingConfig{config.prompt_length() + config.response_length(),
-                                        config.prompt_length() + config.response_length()}),
-        max_prompt_length_(config.prompt_length()) {}
-
-  static uint64_t data_seed(const RlConfig& config) { return config.data.seed.value_or(1); }
-  std::string data_source() const { return std::string(task_->name()); }
-  RlPrompt next_train(data::DataCursor& cursor) const { return prompt(data::take_example(*task_, cursor)); }
-  uint64_t num_val() const { return task_->num_val_examples(); }
-  RlPrompt val(uint64_t i) const { return prompt(task_->example(data::Split::val, i)); }
-
- private:
-  RlPrompt prompt(const data::Example& example) const {
-    RlPrompt p{builder_.prompt_tokens(example), example.ground_truth};
-    if (int64_t(p.tokens.size()) > max_prompt_length_)
-      throw ConfigError("data.max_prompt_length", fmt::format("{} is shorter than the prompt '{}' ({} tokens)",
-                                                              max_prompt_length_, example.prompt, p.tokens.size()));
-    return p;
-  }
-
-  std::unique_ptr<data::Task> task_;
-  data::SftBatchBuilder builder_;
-  int64_t max_prompt_length_;
-};
+constexpr const char* kCritic = "critic";
 
 // The tokenizer of the policy: the model folder's own (an `rlforge sft` export carries it), or the
 // one actor_rollout_ref.model.tokenizer_path names.
@@ -64,7 +39,7 @@ SftTokenizer make_tokenizer(const RlConfig& config, const model::HfModelFolder& 
   model.path = config.actor_rollout_ref.model.path;
   model.tokenizer = config.actor_rollout_ref.model.tokenizer_path;
   data::DataConfig data;
-  data.task = config.data.task;
+  data.task = config.data.builtin_task();
   data.task_kwargs = config.data.task_kwargs;
   data.max_length = config.prompt_length() + config.response_length();
   SftTokenizer tokens = make_sft_tokenizer(model, data, &folder);
@@ -72,60 +47,128 @@ SftTokenizer make_tokenizer(const RlConfig& config, const model::HfModelFolder& 
   return tokens;
 }
 
-// Scores every response with the data source's rule scorer: score and extras (acc).
-void score_batch(RlBatch& batch, std::span<const RlPrompt> prompts, const rl::RewardScorer& scorer,
-                 const data::Tokenizer& tokenizer) {
-  for (RlResponse& r : batch) {
-    const std::string text = tokenizer.decode(r.response, data::SpecialTokens::skip);
-    const rl::RewardScore s = scorer.score(text, nlohmann::json(prompts[size_t(r.group)].ground_truth), nullptr);
-    r.score = s.score;
-    r.reward_extra = s.extra;
+// The reward function (rl/rewards/reward_function.h): a user's verl-style Python file
+// (custom_reward_function), else the rule scorer of each row's data_source (verl's default_compute_score
+// dispatch), every data_source checked here, before training: an unknown one is make_rule_scorer's
+// ConfigError, with the row it first appears in. Only the scoring rank (world rank 0) builds it.
+std::unique_ptr<rl::RewardFunction> make_reward_function(const RlConfig& config, const PromptSource& prompts) {
+  const CustomRewardFunctionSection& c = config.custom_reward_function;
+  if (c.path) {
+    rl::PythonRewardConfig python;
+    python.path = *c.path;
+    python.function_name = c.name;
+    python.reward_kwargs = c.reward_kwargs.IsDefined() && !c.reward_kwargs.IsNull() ? yaml_to_json(c.reward_kwargs)
+                                                                                    : nlohmann::json::object();
+    python.num_workers = int(c.num_workers);
+    python.timeout_s = c.timeout_s;
+    python.on_error = rl::parse_failure_policy(c.on_error);
+    return std::make_unique<rl::PythonRewardFunction>(std::move(python));
   }
+  for (const auto& [data_source, where] : prompts.data_sources()) {
+    try {
+      rl::make_rule_scorer(data_source);
+    } catch (const ConfigError& error) {
+      throw ConfigError(error.key_path(), fmt::format("{} (in {})", error.detail(), where));
+    }
+  }
+  return std::make_unique<rl::RuleRewardFunction>();
+}
+
+// What the rollout reads of each prompt: its tokens (the reward reads the rows).
+std::vector<RlPrompt> rollout_prompts(std::span<const PromptRow> rows) {
+  std::vector<RlPrompt> prompts;
+  prompts.reserve(rows.size());
+  for (const PromptRow& row : rows) prompts.push_back({row.tokens, {}});
+  return prompts;
+}
+
+// Scores every response (score and extras such as acc) on world rank 0, which holds the reward function,
+// and sends the scores to every rank. The response is decoded without special tokens (its eos), as verl's
+// reward manager does; extra_info is an object, as verl passes it. Returns the samples the failure policy
+// scored 0 (custom_reward_function.on_error: zero).
+int64_t score_batch(RlBatch& batch, std::span<const PromptRow> prompts, rl::RewardFunction* reward,
+                    const data::Tokenizer& tokenizer, dist::ProcessGroup& world) {
+  std::optional<std::string> error;
+  int64_t failed = 0;
+  if (reward) {
+    std::vector<rl::RewardRequest> requests;
+    requests.reserve(batch.size());
+    for (const RlResponse& r : batch) {
+      const PromptRow& row = prompts[size_t(r.group)];
+      requests.push_back({row.data_source, tokenizer.decode(r.response, data::SpecialTokens::skip), row.ground_truth,
+                          row.extra_info.is_null() ? nlohmann::json::object() : row.extra_info});
+    }
+    try {
+      const std::vector<rl::RewardOutcome> outcomes = reward->score(requests);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        batch[i].score = outcomes[i].score.score;
+        batch[i].reward_extra = outcomes[i].score.extra;
+      }
+      failed = rl::count_failures(outcomes);
+    } catch (const Error& e) {
+      if (world.size() == 1) throw;
+      error = e.what();
+    }
+  }
+  broadcast_scores(batch, error, world, 0);
+  return int64_t(world.all_reduce_scalar(double(failed), dist::ReduceOp::sum));
 }
 
 struct Validation {
   Metrics metrics;
-  double score = 0;  // the core variable's mean: acc when the scorer returns it, else the reward
+  // The mean over data sources of their core variable: acc when the scorer returns it, else the reward.
+  double score = 0;
 };
 
 struct RunContext {
   const RlConfig& config;
+  dist::ProcessGroup& world;
   RlRoles& roles;
   const PromptSource& prompts;
-  const rl::RewardScorer& scorer;
+  rl::RewardFunction* reward;  // world rank 0's; null elsewhere
   const SftTokenizer& tokens;
   int64_t num_candidates;
 };
 
+// verl's val metrics per data source: val-core/<data_source>/<acc or reward>/mean@n, and the reward as
+// val-aux when acc is the core variable.
 Validation validate(RunContext& run) {
   const RlConfig& c = run.config;
-  const int64_t count = int64_t(std::min<uint64_t>(uint64_t(c.data.val_size), run.prompts.num_val()));
-  std::vector<RlPrompt> prompts;
-  for (int64_t i = 0; i < count; ++i) prompts.push_back(run.prompts.val(uint64_t(i)));
+  const std::vector<PromptRow> prompts = run.prompts.validation();
   const auto params = val_sampling(c.actor_rollout_ref.rollout, c.response_length(), c.actor_rollout_ref.actor.megatron.seed);
   // Validation prompts keep their own request ids (above every training id), so they draw the
   // same way at every validation.
-  RlBatch batch = run.roles.generate(prompts, uint64_t(1) << 31, params, run.tokens.stop_ids, run.num_candidates);
-  score_batch(batch, prompts, run.scorer, *run.tokens.tokenizer);
-  double reward = 0, acc = 0;
-  bool has_acc = true;
+  RlBatch batch =
+      run.roles.generate(rollout_prompts(prompts), uint64_t(1) << 31, params, run.tokens.stop_ids, run.num_candidates);
+  score_batch(batch, prompts, run.reward, *run.tokens.tokenizer, run.world);
+  struct Sums {
+    double reward = 0, acc = 0;
+    int64_t count = 0;
+    bool has_acc = true;
+  };
+  std::map<std::string, Sums> by_source;
   for (const RlResponse& r : batch) {
-    reward += r.score;
+    Sums& sums = by_source[prompts[size_t(r.group)].data_source];
+    sums.reward += r.score;
     const auto it = r.reward_extra.find("acc");
-    has_acc = has_acc && it != r.reward_extra.end();
-    if (it != r.reward_extra.end()) acc += it->second;
+    sums.has_acc = sums.has_acc && it != r.reward_extra.end();
+    if (it != r.reward_extra.end()) sums.acc += it->second;
+    ++sums.count;
   }
-  const double n = double(std::max<size_t>(1, batch.size()));
-  const std::string ds = run.prompts.data_source(), at = fmt::format("mean@{}", params.n);
+  const std::string at = fmt::format("mean@{}", params.n);
   Validation v;
-  if (has_acc) {
-    v.metrics["val-core/" + ds + "/acc/" + at] = acc / n;
-    v.metrics["val-aux/" + ds + "/reward/" + at] = reward / n;
-    v.score = acc / n;
-  } else {
-    v.metrics["val-core/" + ds + "/reward/" + at] = reward / n;
-    v.score = reward / n;
+  for (const auto& [ds, sums] : by_source) {
+    const double n = double(sums.count);
+    if (sums.has_acc) {
+      v.metrics["val-core/" + ds + "/acc/" + at] = sums.acc / n;
+      v.metrics["val-aux/" + ds + "/reward/" + at] = sums.reward / n;
+      v.score += sums.acc / n;
+    } else {
+      v.metrics["val-core/" + ds + "/reward/" + at] = sums.reward / n;
+      v.score += sums.reward / n;
+    }
   }
+  if (!by_source.empty()) v.score /= double(by_source.size());
   return v;
 }
 
@@ -173,14 +216,11 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
     throw ConfigError("actor_rollout_ref.model.path",
                       "RL starts from a model: name an HF folder (an `rlforge sft` export's huggingface/ folder, "
                       "or a model of your own)");
-  if (config.data.train_files)
-    throw ConfigError("data.train_files", "JSONL RL data in verl's columns is not implemented yet (issue #10); "
-                                          "use a built-in task (data.task)");
   const std::string model_dir = *config.actor_rollout_ref.model.path;
   const model::HfModelFolder folder = model::HfModelFolder::open(model_dir);
   const SftTokenizer tokens = make_tokenizer(config, folder);
   const PromptSource prompts(config, tokens);
-  const std::unique_ptr<rl::RewardScorer> scorer = rl::make_rule_scorer(prompts.data_source());
+  const std::unique_ptr<rl::RewardFunction> reward = lead ? make_reward_function(config, prompts) : nullptr;
   const int64_t num_candidates = std::min(folder.config.vocab_size, tokens.tokenizer->vocab_size());
 
   const std::string run_dir = config.run_dir();
@@ -190,10 +230,10 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
     core::log_info("model {} from {}", folder.config.describe(), model_dir);
   }
   MemoryTracker tracker;
-  RlRoles roles(config, folder.config, world, tracker);
+  RlRoles roles(config, folder.config, world, tracker, role_placement(config, world.size()));
   roles.load_initial_weights(model_dir);
 
-  data::DataCursor cursor{PromptSource::data_seed(config), 0, 0};
+  data::DataCursor cursor = prompts.start();
   rl::KlControlConfig kl_config;
   kl_config.type = rl::parse_kl_control_type(config.algorithm.kl_ctrl.type);
   kl_config.kl_coef = config.algorithm.kl_ctrl.kl_coef;
@@ -203,7 +243,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   int64_t start_step = 0;
   if (const std::optional<int64_t> step = resume_step(trainer, run_dir)) {
     const checkpoint::CheckpointReader reader(run_dir, *step);
-    roles.actor().load_checkpoint(reader, kActor);
+    if (roles.in_actor()) roles.actor().load_checkpoint(reader, kActor);
+    if (roles.in_critic()) roles.critic().load_checkpoint(reader, kCritic);
     const nlohmann::json state = reader.read_json("trainer", "state");
     cursor = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
     kl_config.kl_coef = state.at("kl_coef").get<double>();
@@ -219,13 +260,19 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   const std::string metrics_path = run_dir + "/metrics.jsonl";
   // The console line: the score, the validation's core metric, what moves the policy, and the time.
   const std::string val_at = fmt::format("mean@{}", config.actor_rollout_ref.rollout.val_kwargs.n);
-  const std::string ds = prompts.data_source();
-  MetricsLog metrics_log(jsonl && lead ? metrics_path : std::string(), start_step,
-                         {"critic/score/mean", "val-core/" + ds + "/acc/" + val_at, "val-core/" + ds + "/reward/" + val_at,
-                          "actor/entropy", "actor/kl_loss", "actor/pg_clipfrac", "actor/grad_norm",
-                          "response_length/mean", "rollout/logprob_diff_max", "timing_s/gen", "timing_s/update_actor",
-                          "timing_s/step"});
-  RunContext run{config, roles, prompts, *scorer, tokens, num_candidates};
+  std::vector<std::string> console_keys = {"critic/score/mean"};
+  for (const auto& [ds, where] : prompts.data_sources())
+    for (const char* core : {"acc", "reward"})
+      console_keys.push_back(fmt::format("val-core/{}/{}/{}", ds, core, val_at));
+  for (const char* key : {"actor/entropy", "actor/kl_loss", "actor/pg_clipfrac", "actor/grad_norm"})
+    console_keys.emplace_back(key);
+  if (roles.has_critic())
+    for (const char* key : {"critic/vf_loss", "critic/vf_explained_var"}) console_keys.emplace_back(key);
+  for (const char* key : {"response_length/mean", "rollout/logprob_diff_max", "timing_s/gen", "timing_s/update_actor",
+                          "timing_s/step"})
+    console_keys.emplace_back(key);
+  MetricsLog metrics_log(jsonl && lead ? metrics_path : std::string(), start_step, console_keys);
+  RunContext run{config, world, roles, prompts, reward.get(), tokens, num_candidates};
   const RolloutSection& rollout = config.actor_rollout_ref.rollout;
   const uint64_t seed = config.actor_rollout_ref.actor.megatron.seed;
 
@@ -247,28 +294,39 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
       fn();
       m["timing_s/" + stage] = clock.seconds();
     };
-    std::vector<RlPrompt> batch_prompts;
-    for (int64_t i = 0; i < config.data.train_batch_size; ++i) batch_prompts.push_back(prompts.next_train(cursor));
+    const std::vector<PromptRow> batch_prompts = prompts.next_batch(cursor);
     RlBatch batch;
     timed("gen", [&] {
-      batch = roles.generate(batch_prompts, uint64_t((step - 1) * config.data.train_batch_size),
+      batch = roles.generate(rollout_prompts(batch_prompts), uint64_t((step - 1) * config.data.train_batch_size),
                              train_sampling(rollout, config.response_length(), seed), tokens.stop_ids, num_candidates);
     });
-    timed("reward", [&] { score_batch(batch, batch_prompts, *scorer, *tokens.tokenizer); });
+    timed("reward", [&] {
+      const int64_t failed = score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, world);
+      if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
+    });
     timed("old_log_prob", [&] {
       const Metrics entropy = roles.compute_log_prob(batch);
       m.insert(entropy.begin(), entropy.end());
     });
     if (roles.has_ref()) timed("ref", [&] { roles.compute_ref(batch); });
+    if (roles.has_critic()) timed("values", [&] { roles.compute_values(batch); });
     timed("adv", [&] {
       const Metrics kl = compute_advantages(batch, config.algorithm, kl_controller);
       m.insert(kl.begin(), kl.end());
     });
-    timed("update_actor", [&] {
-      const Metrics actor = roles.update_actor(batch, step);
-      m.insert(actor.begin(), actor.end());
-    });
-    timed("update_weights", [&] { roles.sync_weights(); });
+    if (roles.has_critic())
+      timed("update_critic", [&] {
+        const Metrics critic = roles.update_critic(batch, step);
+        m.insert(critic.begin(), critic.end());
+      });
+    // verl's critic warmup: the actor (and so the rollout's weights) stays as it is before this step.
+    if (trainer.critic_warmup <= step) {
+      timed("update_actor", [&] {
+        const Metrics actor = roles.update_actor(batch, step);
+        m.insert(actor.begin(), actor.end());
+      });
+      timed("update_weights", [&] { roles.sync_weights(); });
+    }
     const Metrics data = data_metrics(batch, config.prompt_length(), config.response_length());
     m.insert(data.begin(), data.end());
     if (rollout.calculate_log_probs) {
@@ -287,16 +345,21 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
       });
     }
     if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
+      // Collective over the actor's ranks (all of them unless device_mapping says otherwise; the critic's
+      // too), whose first rank writes the trainer state and prunes.
       timed("save_checkpoint", [&] {
-        checkpoint::CheckpointWriter writer(run_dir, step, world);
+        if (!roles.in_actor()) return;
+        dist::ProcessGroup& actor_ranks = roles.actor_group();
+        checkpoint::CheckpointWriter writer(run_dir, step, actor_ranks);
         roles.actor().save_checkpoint(writer, kActor);
+        if (roles.in_critic()) roles.critic().save_checkpoint(writer, kCritic);  // on the actor's ranks
         engine::add_hf_export(writer, folder, roles.actor().master_weights(), roles.actor_parallel());
-        if (lead)
+        if (actor_ranks.rank() == 0)
           writer.add_json("trainer", "state",
                           nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()},
                                          {"kl_coef", kl_controller.value()}});
         writer.commit();
-        if (lead) prune_checkpoints(run_dir, trainer.max_actor_ckpt_to_keep);
+        if (actor_ranks.rank() == 0) prune_checkpoints(run_dir, trainer.max_actor_ckpt_to_keep);
       });
     }
     int64_t step_tokens = 0;
@@ -325,6 +388,7 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
                        {{"score", {"critic/score/mean", "val-core/"}},
                         {"KL", {"actor/kl_loss", "actor/ppo_kl", "actor/reward_kl_penalty"}},
                         {"entropy", {"actor/entropy"}},
+                        {"critic", {"critic/vf_explained_var"}},  // a panel only with a critic
                         {"response length", {"response_length/mean"}}});
   std::printf("\ntrain done: %lld steps (to step %lld) in %.1f s; validation score %.3f -> %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,

@@ -1,5 +1,5 @@
 // RlTrainer: `rlforge train`, verl's RayPPOTrainer.fit on rlforge's engines (spec verl.md §2.3, DESIGN §5).
-// One step: prompts -> repeat n -> gen (RolloutEngine) -> reward (rule scorer by data_source) ->
+// One step: prompts (rl_prompt_source.h) -> repeat n -> gen (RolloutEngine) -> reward (rule scorer by data_source) ->
 // old_log_prob (+ entropy) -> ref -> KL in reward -> advantages -> update_actor (mini-batches x ppo_epochs)
 // -> weight sync into the rollout; validation every test_freq, checkpoints every save_freq.
 #pragma once

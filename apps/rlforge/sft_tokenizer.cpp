@@ -77,8 +77,11 @@ SftTokenizer make_sft_tokenizer(const ModelSection& m, const data::DataConfig& d
   }
   if (source) t.stop_ids = model::generation_eos_ids(*source, *m.path);
   t.special_ids = {t.tokenizer->bos_id(), choose_eos(t)};
-  if (std::find(t.stop_ids.begin(), t.stop_ids.end(), t.special_ids.eos) == t.stop_ids.end())
-    t.stop_ids.push_back(t.special_ids.eos);
+  // Generation also stops at the tokenizer's own eos, as vLLM (verl's rollout) does beside
+  // generation_config.json's ids: a model whose config names only <|im_end|> or <|eot_id|> still ends
+  // at its tokenizer's end of text.
+  for (const std::optional<int64_t> id : {std::optional<int64_t>(t.special_ids.eos), t.tokenizer->eos_id()})
+    if (id && std::find(t.stop_ids.begin(), t.stop_ids.end(), *id) == t.stop_ids.end()) t.stop_ids.push_back(*id);
   const auto text_of = [&](int64_t id) { return t.tokenizer->decode(std::span(&id, 1), data::SpecialTokens::keep); };
   core::log_info("tokenizer {}: {} ids; each example is {}prompt response {} (id {})", t.name,
                  t.tokenizer->vocab_size(),

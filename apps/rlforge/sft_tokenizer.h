@@ -8,11 +8,13 @@
 // stops at it, else the first of the model's stop ids that the tokenizer has. The stop ids are
 // model.path's as transformers' generate (and `rlforge generate`) take them: generation_config.json's
 // eos_token_id, else config.json's; a new model has none, so its eos is the tokenizer's. A model
-// trained here thus ends its answers where generation stops. Evaluation stops at eos and every stop id.
+// trained here thus ends its answers where generation stops. Generation (evaluation, the RL rollout)
+// stops at every stop id: those, eos, and the tokenizer's eos_token (vLLM stops there too).
 // Refused as ConfigErrors naming the keys: a tokenizer other than model.path's own when that folder has
 // one (its embeddings, and the tokenizer an export carries, mean that tokenizer's ids), no eos to end
 // responses with, and (check_tokenizer_fits, once the model's config is known) ids beyond its vocab_size.
-// Not here: chat templates (JSONL prompts are plain text: data/jsonl_dataset.h).
+// Not here: chat templates (SFT's JSONL prompts are plain text: data/jsonl_dataset.h; RL's are rendered
+// by rl_prompt_source.h).
 #pragma once
 
 #include <map>
@@ -31,7 +33,7 @@ struct SftTokenizer {
   std::unique_ptr<data::Tokenizer> tokenizer;
   std::string name;  // "builtin:arith" or the folder, for messages
   data::SftSpecialIds special_ids;
-  std::vector<int64_t> stop_ids;  // evaluation stops at any of these; special_ids.eos is one
+  std::vector<int64_t> stop_ids;  // generation stops at any of these; special_ids.eos is one
   // The tokenizer files a Hugging Face export carries (file name -> contents), when they are not
   // model.path's own (empty then: the folder's side files already hold them).
   std::map<std::string, std::string> hf_files;

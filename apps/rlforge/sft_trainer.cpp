@@ -93,13 +93,13 @@ void prepare_run_folder(const std::string& dir) {
 }
 
 engine::LossOutput token_mean_nll(const engine::TensorMap& mb, const model::ModelOutputs& out,
-                                  const engine::LossContext& ctx, TensorView dlogp_N, TensorView) {
+                                  const engine::LossContext& ctx, const model::OutputGrads& grads) {
   const float* mask = mb.get("loss_mask").data<float>();
   const float* logp = out.logp_N.data<float>();
-  float* dlogp = dlogp_N.data<float>();
+  float* dlogp = grads.dlogp_N.data<float>();
   const double scale = 1.0 / double(ctx.global_num_tokens);
   engine::LossOutput result;
-  for (int64_t n = 0; n < dlogp_N.numel(); ++n) {
+  for (int64_t n = 0; n < grads.dlogp_N.numel(); ++n) {
     result.loss -= double(mask[n]) * double(logp[n]) * scale;
     dlogp[n] = float(-double(mask[n]) * scale);
   }

@@ -8,63 +8,97 @@
 #include "apps/rlforge/commands.h"
 #include "apps/rlforge/rl_config_policy.h"
 #include "apps/rlforge/rl_trainer.h"
+#include "apps/rlforge/role_placement.h"
+#include "apps/rlforge/roll_config.h"
 #include "config/bind.h"
 #include "config/config_tree.h"
 
 namespace rf::apps {
 namespace {
 
-// verl's ref.megatron interpolates its parallel sizes, dtype, seed and offload from the actor's
-// (${oc.select:actor_rollout_ref.actor.megatron...}): every ref.megatron key the user did not set, in
-// the file or by an override, takes the actor's resolved value.
-void ref_follows_actor(config::ConfigTree& tree, const YAML::Node& file_ref_megatron,
-                       const std::vector<std::string>& overrides) {
-  const std::string ref_prefix = "actor_rollout_ref.ref.megatron.";
+// verl's ref.megatron and critic.megatron interpolate their parallel sizes, dtype, seed and offload from
+// the actor's (${oc.select:actor_rollout_ref.actor.megatron...}): every key of the role's megatron block
+// (`role`: actor_rollout_ref.ref or critic) the user did not set, in the file (`in_file`, the block as the
+// file wrote it) or by an override, takes the actor's resolved value.
+void megatron_follows_actor(config::ConfigTree& tree, const std::string& role, const YAML::Node& in_file,
+                            const std::vector<std::string>& overrides) {
+  const std::string prefix = role + ".megatron.";
   auto set_by_user = [&](const std::string& key) {
-    if (file_ref_megatron.IsMap() && file_ref_megatron[key].IsDefined()) return true;
+    if (in_file.IsMap() && in_file[key].IsDefined()) return true;
     for (const std::string& o : overrides) {
       const std::string assignment = o.substr(o.find_first_not_of('+'));
-      if (assignment.starts_with(ref_prefix + key + "=")) return true;
+      if (assignment.starts_with(prefix + key + "=")) return true;
     }
     return false;
   };
   const YAML::Node actor = tree.node("actor_rollout_ref.actor.megatron");
-  YAML::Node ref = tree.node("actor_rollout_ref.ref.megatron");
+  YAML::Node follower = tree.node(role + ".megatron");
   for (const auto& entry : actor) {
     const std::string key = entry.first.as<std::string>();
-    if (!set_by_user(key)) ref[key] = YAML::Clone(entry.second);
+    if (!set_by_user(key)) follower[key] = YAML::Clone(entry.second);
   }
+}
+
+// A role's megatron block as the file wrote it (null when absent), before rlforge's defaults fill it.
+YAML::Node megatron_in_file(const config::ConfigTree& tree, const std::string& role) {
+  const YAML::Node in_file = tree.node(role + ".megatron");
+  return in_file.IsDefined() ? YAML::Clone(in_file) : YAML::Node();
 }
 
 RlConfig load_rl_config(const std::string& config_path, const std::vector<std::string>& overrides) {
   config::ConfigTree tree = config::ConfigTree::from_file(config_path);
-  const YAML::Node in_file = tree.node("actor_rollout_ref.ref.megatron");
-  const YAML::Node file_ref_megatron = in_file.IsDefined() ? YAML::Clone(in_file) : YAML::Node();
-  tree.merge_defaults(config::to_yaml(RlConfig{}));
+  // A ROLL-style file becomes verl's key tree here (roll_config.h); from this line on it is a verl config.
+  if (is_roll_config(tree.root()))
+    tree = config::ConfigTree::from_string(YAML::Dump(translate_roll_config(tree.root(), config_path).verl_tree),
+                                           config_path);
+  const YAML::Node ref_in_file = megatron_in_file(tree, "actor_rollout_ref.ref");
+  const YAML::Node critic_in_file = megatron_in_file(tree, "critic");
+  const RlConfig defaults;
+  tree.merge_defaults(config::to_yaml(defaults));
   tree.apply_overrides(reach_unimplemented_verl_keys(overrides));
   apply_verl_key_policy(tree);
-  ref_follows_actor(tree, file_ref_megatron, overrides);
+  megatron_follows_actor(tree, "actor_rollout_ref.ref", ref_in_file, overrides);
+  megatron_follows_actor(tree, "critic", critic_in_file, overrides);
   return config::bind<RlConfig>(tree.root(), "");
 }
 
-// Every role runs on all ranks (the hybrid engine), each TP group a slice of the world and DP the rest.
-// Pipeline, context and expert sizes other than 1 were refused by EngineConfig::validate already.
+// A role's mini-batch of `mini_batch_size` prompts x `n` responses is split evenly over its DP ranks.
+void check_mini_batch_split(const std::string& key, int64_t mini_batch_size, int64_t n, int64_t num_dp_ranks) {
+  const int64_t responses = mini_batch_size * n;
+  if (responses % num_dp_ranks != 0)
+    throw ConfigError(key, fmt::format("a mini-batch's {} responses (ppo_mini_batch_size {} x rollout.n {}) do not "
+                                       "split over {} data-parallel ranks",
+                                       responses, mini_batch_size, n, num_dp_ranks));
+}
+
+// Each role on its ranks (role_placement.h: all of them by default, the hybrid engine), each TP group a
+// slice of them and DP the rest. Pipeline, context and expert sizes other than 1 were refused by
+// EngineConfig::validate already.
 void check_rl_layout(const RlConfig& config, int world_size) {
-  const auto check_tp = [&](const std::string& key, int64_t tp) {
-    if (world_size % tp != 0)
+  const RolePlacement placement = role_placement(config, world_size);
+  const auto check_tp = [&](const std::string& key, int64_t tp, const std::vector<int>& ranks) {
+    if (ranks.empty() && world_size % tp != 0)
       throw ConfigError(key, fmt::format("{} does not divide the world size {}", tp, world_size));
   };
   const ActorRolloutRefSection& roles = config.actor_rollout_ref;
-  check_tp("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", roles.actor.megatron.tensor_model_parallel_size);
-  check_tp("actor_rollout_ref.ref.megatron.tensor_model_parallel_size", roles.ref.megatron.tensor_model_parallel_size);
-  check_tp("actor_rollout_ref.rollout.tensor_model_parallel_size", roles.rollout.tensor_model_parallel_size);
-  const int64_t num_dp_ranks = world_size / roles.actor.megatron.tensor_model_parallel_size;
-  const int64_t responses = roles.actor.ppo_mini_batch_size * roles.rollout.n;
-  if (responses % num_dp_ranks != 0)
-    throw ConfigError("actor_rollout_ref.actor.ppo_mini_batch_size",
-                      fmt::format("a mini-batch's {} responses (ppo_mini_batch_size {} x rollout.n {}) do not split "
-                                  "over {} data-parallel ranks",
-                                  responses, roles.actor.ppo_mini_batch_size, roles.rollout.n, num_dp_ranks));
+  check_tp("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", roles.actor.megatron.tensor_model_parallel_size,
+           placement.actor);
+  check_tp("actor_rollout_ref.ref.megatron.tensor_model_parallel_size", roles.ref.megatron.tensor_model_parallel_size,
+           placement.ref);
+  check_tp("actor_rollout_ref.rollout.tensor_model_parallel_size", roles.rollout.tensor_model_parallel_size,
+           placement.rollout);
+  const int64_t actor_ranks = placement.actor.empty() ? world_size : int64_t(placement.actor.size());
+  check_mini_batch_split("actor_rollout_ref.actor.ppo_mini_batch_size", roles.actor.ppo_mini_batch_size,
+                         roles.rollout.n, actor_ranks / roles.actor.megatron.tensor_model_parallel_size);
+  if (!config.uses_critic()) return;
+  // The critic sits on the actor's ranks, in its own layout.
+  const int64_t critic_tp = config.critic.megatron.tensor_model_parallel_size;
+  if (actor_ranks % critic_tp != 0)
+    throw ConfigError("critic.megatron.tensor_model_parallel_size",
+                      fmt::format("{} does not divide the actor's {} ranks, where the critic runs", critic_tp,
+                                  actor_ranks));
+  check_mini_batch_split("critic.ppo_mini_batch_size", config.critic_ppo_mini_batch_size(), roles.rollout.n,
+                         actor_ranks / critic_tp);
 }
 
 }  // namespace

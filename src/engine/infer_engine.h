@@ -1,13 +1,16 @@
 // InferEngine: the forward passes of a frozen model (verl's reference policy; DESIGN §4), on its own
 // layout. It holds the weights once, in the compute dtype (no f32 master, no gradients, no
 // optimizer), loaded whole by HF name from another engine's export or from an HF folder, and returns
-// the log-probs (and entropy) of packed micro-batches, as TrainEngine's forward-only pass does.
+// the log-probs (and entropy) of packed micro-batches, as TrainEngine's forward-only pass does; or, for
+// a value or score model (a reward model: model_config.h's HeadKind), their values, of which
+// last_token_values reads each document's score.
 // Micro-batches are TensorMaps with input_ids, position_ids, labels and cu_seqlens (train_engine.h).
 // Idle-role offload (verl's ref.megatron.param_offload): offload() moves the weights to the host tier
 // between uses; everything that reads or writes them onloads them first.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,8 @@ class InferEngine {
   // -100) and, when asked, "entropy" f32 [N].
   std::vector<TensorMap> compute_log_prob(const std::vector<TensorMap>& micro_batches, double temperature,
                                           model::EntropyOutput entropy);
+  // A value or score model's: per micro-batch "values" f32 [N], the head's output at every token.
+  std::vector<TensorMap> compute_values(const std::vector<TensorMap>& micro_batches);
   // Reads zeros once offloaded again.
   const model::ParamStore& weights() const {
     params_offload_.onload();
@@ -45,6 +50,9 @@ class InferEngine {
   bool offloaded() const { return params_offload_.offloaded(); }
 
  private:
+  // The model's outputs of a micro-batch's N tokens, run padded for sequence parallel when needed.
+  model::ModelOutputs forward(const TensorMap& micro_batch, double temperature, model::EntropyOutput entropy);
+
   EngineConfig config_;
   dist::ParallelContext& parallel_;
   model::ParamStore params_;
@@ -52,5 +60,10 @@ class InferEngine {
   int64_t capacity_;
   mutable OffloadGroup params_offload_;  // mutable: weights() onloads
 };
+
+// Each document's value at its last token, f32 [D]: a reward model's sequence scores (HF's sequence
+// classifiers score the last token; verl's reward workers the last one of the attention mask). values_N
+// is a micro-batch's [N] values, cu_seqlens its documents ([0, ..., N]; none may be empty).
+Tensor last_token_values(TensorView values_N, std::span<const int32_t> cu_seqlens);
 
 }  // namespace rf::engine

@@ -42,6 +42,30 @@ EngineConfig validated(EngineConfig config) {
   return config;
 }
 
+// The loss's gradient buffer of one model output, [capacity] f32, or none when the model lacks the output.
+Tensor output_grad_buffer(bool has_output, int64_t max_tokens, const dist::ParallelContext& parallel,
+                          MemoryTracker& tracker) {
+  if (!has_output) return Tensor();
+  return Tensor({padded_capacity(max_tokens, parallel)}, DType::f32,
+                {&tracker, MemoryTier::device, MemoryCategory::workspace});
+}
+
+TensorView first_tokens(TensorView t_N, int64_t N) { return t_N.empty() ? t_N : t_N.slice(0, 0, N); }
+
+// The outputs of a micro-batch's N tokens, from a run that sequence parallel may have padded.
+model::ModelOutputs first_tokens(const model::ModelOutputs& run, int64_t N) {
+  model::ModelOutputs out = run;
+  out.logp_N = first_tokens(run.logp_N, N);
+  out.entropy_N = first_tokens(run.entropy_N, N);
+  out.logits_NV = first_tokens(run.logits_NV, N);
+  out.values_N = first_tokens(run.values_N, N);
+  return out;
+}
+
+model::OutputGrads first_tokens(const model::OutputGrads& run, int64_t N) {
+  return {first_tokens(run.dlogp_N, N), first_tokens(run.dentropy_N, N), first_tokens(run.dvalues_N, N)};
+}
+
 // The first offset of each part CausalLm reports complete (index `layer` + 1: the embedding, layers
 // 0..L-1, then the final norm and lm_head). "Complete from this offset up" holds because the layout
 // orders the parts as backward reverses them; checked here, so a layout change cannot break it quietly.
@@ -127,10 +151,12 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, bucket_plan_, kernels, parallel,
                  &tracker),
       scheduler_(optim_config),
-      dlogp_N_({padded_capacity(max_tokens_per_micro_batch, parallel)}, DType::f32,
-               {&tracker, MemoryTier::device, MemoryCategory::workspace}),
-      dentropy_N_({padded_capacity(max_tokens_per_micro_batch, parallel)}, DType::f32,
-                  {&tracker, MemoryTier::device, MemoryCategory::workspace}) {
+      dlogp_N_(output_grad_buffer(model_config.head == model::HeadKind::lm, max_tokens_per_micro_batch, parallel,
+                                  tracker)),
+      dentropy_N_(output_grad_buffer(model_config.head == model::HeadKind::lm, max_tokens_per_micro_batch, parallel,
+                                     tracker)),
+      dvalues_N_(output_grad_buffer(model_config.head != model::HeadKind::lm, max_tokens_per_micro_batch, parallel,
+                                    tracker)) {
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
@@ -220,6 +246,26 @@ void TrainEngine::load_hf_weights(const std::string& model_dir) {
   sync_compute_weights();
 }
 
+void TrainEngine::load_hf_backbone(const std::string& model_dir, uint64_t seed) {
+  onload_for({.params = true});
+  complete_param_gather(master_.layout().total_numel());
+  model::load_hf_backbone(master_, model_config_, model_dir, seed);
+  sync_compute_weights();
+}
+
+model::OutputGrads TrainEngine::zeroed_output_grads(int64_t N, model::EntropyOutput entropy) {
+  model::OutputGrads grads;
+  if (model_config_.head == model::HeadKind::lm) {
+    grads.dlogp_N = dlogp_N_.view().slice(0, 0, N);
+    if (entropy == model::EntropyOutput::compute) grads.dentropy_N = dentropy_N_.view().slice(0, 0, N);
+  } else {
+    grads.dvalues_N = dvalues_N_.view().slice(0, 0, N);
+  }
+  for (TensorView grad : {grads.dlogp_N, grads.dentropy_N, grads.dvalues_N})
+    if (!grad.empty()) fill_zero(grad);
+  return grads;
+}
+
 ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                                     ForwardOnly forward_only, model::EntropyOutput entropy,
                                                     double temperature) {
@@ -253,32 +299,25 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     std::optional<model::PackedSequences> padded;
     const model::ModelInputs inputs = micro_batch_inputs(mb, temperature, parallel_, padded);
     const int64_t N_run = inputs.seq_len;
-    const model::ModelOutputs run_out = model_->forward(inputs, entropy);
-    const model::ModelOutputs out{run_out.logp_N.slice(0, 0, N),
-                                  run_out.entropy_N.empty() ? TensorView() : run_out.entropy_N.slice(0, 0, N),
-                                  run_out.logits_NV.slice(0, 0, N), run_out.vocab_start};
-    TensorView dlogp_N = dlogp_N_.view().slice(0, 0, N_run);
-    TensorView dentropy_N =
-        entropy == model::EntropyOutput::compute ? dentropy_N_.view().slice(0, 0, N_run) : TensorView();
-    fill_zero(dlogp_N);
-    if (!dentropy_N.empty()) fill_zero(dentropy_N);
-    const LossOutput loss = loss_fn(mb, out, context, dlogp_N.slice(0, 0, N),
-                                    dentropy_N.empty() ? TensorView() : dentropy_N.slice(0, 0, N));
+    const model::ModelOutputs out = first_tokens(model_->forward(inputs, entropy), N);
+    const model::OutputGrads grads = zeroed_output_grads(N_run, entropy);
+    const LossOutput loss = loss_fn(mb, out, context, first_tokens(grads, N));
     result.loss += loss.loss;
     if (&mb == &micro_batches.back()) sum_loss_over_dp();
     for (const auto& [name, value] : loss.metrics) result.metrics[name] += value;
     result.num_tokens += N;
     if (forward_only == ForwardOnly::yes) {
       TensorMap outputs;
-      outputs.set("log_probs", clone(out.logp_N, DType::f32));
+      if (!out.logp_N.empty()) outputs.set("log_probs", clone(out.logp_N, DType::f32));
       if (!out.entropy_N.empty()) outputs.set("entropy", clone(out.entropy_N, DType::f32));
+      if (!out.values_N.empty()) outputs.set("values", clone(out.values_N, DType::f32));
       result.outputs.push_back(std::move(outputs));
     } else {
       // Overlapped DP reduction starts in the step's last backward: earlier ones still add to every bucket.
       reduce_in_backward_ = config_.overlap_grad_reduce && &mb == &micro_batches.back();
       // The first backward after the gradients were zeroed writes the linear weights' gradients
       // instead of adding them (the same values, without reading the zeros).
-      model_->backward(dlogp_N, dentropy_N, grads_zeroed_ ? kernels::Accumulate::overwrite : kernels::Accumulate::add);
+      model_->backward(grads, grads_zeroed_ ? kernels::Accumulate::overwrite : kernels::Accumulate::add);
       reduce_in_backward_ = false;
       grads_zeroed_ = false;
     }

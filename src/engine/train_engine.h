@@ -1,6 +1,7 @@
 // TrainEngine: the only thing the trainers (SFT today, RL later) train through (DESIGN §4).
 // It owns the model's weights (f32 master + the compute copy), gradients, optimizer and LR schedule,
 // and runs micro-batches given as TensorMaps through forward, a caller's loss function and backward.
+// The model is an LM (the actor) or a value model (the critic: model_config.h's HeadKind).
 //
 // Loss aggregation is exact whatever the micro-batching: before any forward, the engine counts the
 // loss tokens and sequences of the whole step (over DP ranks too) into a LossContext, so a loss
@@ -60,9 +61,11 @@ struct LossOutput {
   std::map<std::string, double> metrics;
 };
 
-// Writes dL/dlogp into dlogp_N (and dL/dentropy into dentropy_N when the step asked for entropy).
+// Writes dL/d(each output of the model) into `grads`' views, [N] f32 and zeroed before the call: dlogp_N
+// (and dentropy_N when the step asked for entropy, else empty) for an LM, dvalues_N for a value model
+// (model_config.h's HeadKind); the others are empty.
 using LossFn = std::function<LossOutput(const TensorMap& micro_batch, const model::ModelOutputs& outputs,
-                                        const LossContext& context, TensorView dlogp_N, TensorView dentropy_N)>;
+                                        const LossContext& context, const model::OutputGrads& grads)>;
 
 enum class ForwardOnly : uint8_t { no, yes };
 
@@ -70,7 +73,8 @@ struct ForwardBackwardResult {
   double loss = 0;                        // the step's: summed over micro-batches and DP ranks
   std::map<std::string, double> metrics;  // summed over this rank's micro-batches
   int64_t num_tokens = 0;                 // tokens this rank ran (padding-free)
-  std::vector<TensorMap> outputs;         // per micro-batch: "log_probs" (and "entropy"), forward_only only
+  // Per micro-batch, forward_only only, f32 [N]: an LM's "log_probs" (and "entropy"), a value model's "values".
+  std::vector<TensorMap> outputs;
 };
 
 class TrainEngine {
@@ -81,9 +85,13 @@ class TrainEngine {
 
   void init_random_weights(uint64_t seed);
   void load_hf_weights(const std::string& model_dir);
+  // The folder's backbone under this model's head, drawn from `seed` (model/hf_weights.h): verl's critic
+  // built from the actor's LM folder.
+  void load_hf_backbone(const std::string& model_dir, uint64_t seed);
 
   // `temperature` divides the logits before the softmax (verl's actor reads its log-probs at the
-  // rollout's temperature, both in compute_log_prob and in the update).
+  // rollout's temperature, both in compute_log_prob and in the update). A value model reads neither it
+  // nor `entropy`.
   ForwardBackwardResult forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                          ForwardOnly forward_only,
                                          model::EntropyOutput entropy = model::EntropyOutput::skip,
@@ -160,6 +168,8 @@ class TrainEngine {
 
  private:
   void sync_compute_weights();  // master -> bf16 copy after loading weights
+  // The heads of the output-gradient buffers for a run of N tokens, zeroed: those of the model's outputs.
+  model::OutputGrads zeroed_output_grads(int64_t N, model::EntropyOutput entropy);
   // overlap_param_gather: finishes the all-gather of the weights at buffer offsets below `end` (and
   // their bf16 copy). Logically const: the weights only become what optimizer_step made them.
   void complete_param_gather(int64_t end) const;
@@ -187,7 +197,7 @@ class TrainEngine {
   std::unique_ptr<model::CausalLm> model_;
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;
-  Tensor dlogp_N_, dentropy_N_;
+  Tensor dlogp_N_, dentropy_N_, dvalues_N_;  // an LM's, or a value model's
   // The tensors of each OffloadSet part; mutable as the const accessors onload them.
   mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;
 };

@@ -18,7 +18,8 @@ CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuff
       mlp_(config, parallel.tp().size()),
       vocab_rows_(params.layout().entry("model.embed_tokens.weight").shape[0]),
       vocab_start_(params.layout().entry("model.embed_tokens.weight").shard_start),
-      head_(config, vocab_rows_, vocab_start_) {
+      head_(config, vocab_rows_, vocab_start_),
+      value_head_(config) {
   config_.validate();
   const TensorParallelShard& layout_tp = params.layout().tp();
   RF_CHECK(layout_tp.size == parallel.tp().size() && layout_tp.rank == parallel.tp().rank(),
@@ -30,12 +31,19 @@ CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuff
     RF_CHECK(grads_->dtype() == grad_dtype_for(params.dtype()), "gradients in {} for {} weights: expected {}",
              dtype_name(grads_->dtype()), dtype_name(params.dtype()), dtype_name(grad_dtype_for(params.dtype())));
   embed_w_VC_ = params.get("model.embed_tokens.weight");
-  head_weights_ = LmHeadParams::bind(params, config_);
+  const bool lm = config_.head == HeadKind::lm;
+  if (lm)
+    head_weights_ = LmHeadParams::bind(params, config_);
+  else
+    value_weights_ = ValueHeadParams::bind(params, config_);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
     layer_weights_.push_back({AttentionParams::bind(params, l, config_), MlpParams::bind(params, l)});
   if (grads_) {
     embed_grad_VC_ = grads_->get("model.embed_tokens.weight");
-    head_grads_ = LmHeadParams::bind(*grads_, config_);
+    if (lm)
+      head_grads_ = LmHeadParams::bind(*grads_, config_);
+    else
+      value_grads_ = ValueHeadParams::bind(*grads_, config_);
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
       layer_grads_.push_back({AttentionParams::bind(*grads_, l, config_), MlpParams::bind(*grads_, l)});
   }
@@ -72,7 +80,11 @@ void CausalLm::reserve(int64_t N) {
     attention_.reserve(attention_saved_[size_t(l)], N, dtype, activations_account_);
     mlp_.reserve(mlp_saved_[size_t(l)], N, dtype, activations_account_);
   }
-  head_.reserve(head_saved_, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_, workspace_account_);
+  if (config_.head == HeadKind::lm)
+    head_.reserve(head_saved_, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_,
+                  workspace_account_);
+  else
+    value_head_.reserve(value_saved_, value_scratch_, N, dtype, activations_account_, workspace_account_);
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -94,14 +106,15 @@ void CausalLm::validate(const ModelInputs& in) const {
            in.tokens_N.shape().to_string());
   RF_CHECK(in.positions_N.rank() == 1 && in.positions_N.numel() == N, "positions_N: expected {} positions, got {}", N,
            in.positions_N.shape().to_string());
-  RF_CHECK(in.targets_N.rank() == 1 && in.targets_N.numel() == N, "targets_N: expected {} targets, got {}", N,
-           in.targets_N.shape().to_string());
+  const bool targets = config_.head == HeadKind::lm || !in.targets_N.empty();  // a value model reads none
+  RF_CHECK(!targets || (in.targets_N.rank() == 1 && in.targets_N.numel() == N),
+           "targets_N: expected {} targets, got {}", N, in.targets_N.shape().to_string());
   RF_CHECK(in.temperature > 0, "temperature must be positive, got {}", in.temperature);
   RF_CHECK(!parallel_.sequence_parallel() || N % parallel_.tp().size() == 0,
            "inputs: sequence parallel splits the {} tokens over {} TP ranks; pad the micro-batch to a multiple", N,
            parallel_.tp().size());
   check_token_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
-  check_token_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
+  if (targets) check_token_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
   check_token_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
 }
 
@@ -132,8 +145,15 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
                        attention_saved_[i]);
     mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(mid_[i], n), rows(residual_[i + 1], n), mlp_saved_[i]);
   }
-  const bool with_entropy = entropy == EntropyOutput::compute;
   params_needed(config_.num_hidden_layers);
+  if (config_.head != HeadKind::lm) {
+    value_head_.forward(ctx, shape, value_weights_, rows(residual_.back(), n), value_saved_);
+    forward_done_ = true;
+    ModelOutputs out;
+    out.values_N = rows(value_saved_.values_N, N);
+    return out;
+  }
+  const bool with_entropy = entropy == EntropyOutput::compute;
   head_.forward(ctx, shape, head_weights_, rows(residual_.back(), n), in.targets_N, in.temperature, with_entropy,
                 head_saved_);
   forward_done_ = true;
@@ -141,17 +161,25 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
                       rows(head_saved_.logits_NV, N), vocab_start_};
 }
 
-void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accumulate linear_weight_grads) {
+void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads) {
   RF_CHECK(grads_ != nullptr, "backward on a model built without a GradBuffer");
   RF_CHECK(forward_done_, "backward without a forward");
   const ModelInputs& in = inputs_;
   const int64_t N = in.batch * in.seq_len;
   const DType stat = stat_dtype_for(params_.dtype());
-  check_shape(dlogp_N, Shape{N}, "dlogp_N");
-  check_dtype(dlogp_N, stat, "dlogp_N");
-  if (!dentropy_N.empty()) {
-    check_shape(dentropy_N, Shape{N}, "dentropy_N");
-    check_dtype(dentropy_N, stat, "dentropy_N");
+  auto check_grad = [&](TensorView grad, const char* what) {
+    check_shape(grad, Shape{N}, what);
+    check_dtype(grad, stat, what);
+  };
+  const bool lm = config_.head == HeadKind::lm;
+  if (lm) {
+    RF_CHECK(grads.dvalues_N.empty(), "backward: dvalues_N given to an LM, which has no value head");
+    check_grad(grads.dlogp_N, "dlogp_N");
+    if (!grads.dentropy_N.empty()) check_grad(grads.dentropy_N, "dentropy_N");
+  } else {
+    RF_CHECK(grads.dlogp_N.empty() && grads.dentropy_N.empty(),
+             "backward: dlogp_N / dentropy_N given to a {} model, which has no LM head", head_name(config_.head));
+    check_grad(grads.dvalues_N, "dvalues_N");
   }
   LayerContext ctx = context();
   ctx.linear_weight_grads = linear_weight_grads;
@@ -162,8 +190,12 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accu
   auto grads_ready = [&](int64_t layer) {
     if (grads_ready_hook_) grads_ready_hook_(layer);
   };
-  head_.backward(ctx, shape, head_weights_, head_grads_, rows(residual_.back(), n), in.targets_N, in.temperature,
-                 head_saved_, head_scratch_, dlogp_N, dentropy_N, dresid_NC);
+  if (lm)
+    head_.backward(ctx, shape, head_weights_, head_grads_, rows(residual_.back(), n), in.targets_N, in.temperature,
+                   head_saved_, head_scratch_, grads.dlogp_N, grads.dentropy_N, dresid_NC);
+  else
+    value_head_.backward(ctx, shape, value_weights_, value_grads_, rows(residual_.back(), n), value_saved_,
+                         value_scratch_, grads.dvalues_N, dresid_NC);
   grads_ready(config_.num_hidden_layers);
   for (size_t i = layer_weights_.size(); i-- > 0;) {
     mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(mid_[i], n), mlp_saved_[i],
@@ -185,6 +217,7 @@ void CausalLm::backward(TensorView dlogp_N, TensorView dentropy_N, kernels::Accu
 int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }
 
 TensorView CausalLm::vocab_logits(int64_t n) {
+  RF_CHECK(config_.head == HeadKind::lm, "vocab_logits: a {} model has no LM head", head_name(config_.head));
   RF_CHECK(forward_done_ && n >= 0 && n < inputs_.batch * inputs_.seq_len, "vocab_logits: token {} of the last forward",
            n);
   const TensorView row_V = head_saved_.logits_NV.view().select(0, n);
@@ -215,7 +248,14 @@ void CausalLm::finish_grads() {
       sum(g.mlp.norm_w_C);
     }
   }
-  if (sp) sum(head_grads_.norm_w_C);
+  if (!sp) return;
+  if (config_.head == HeadKind::lm) {
+    sum(head_grads_.norm_w_C);
+  } else {  // the replicated score too saw only this rank's rows (value_head.h)
+    sum(value_grads_.norm_w_C);
+    sum(value_grads_.w_1C);
+    sum(value_grads_.b_1);
+  }
 }
 
 }  // namespace rf::model

@@ -3,12 +3,13 @@
 // both addressed by Hugging Face names; it owns only activations, sized once by `reserve`, so a
 // training step does not allocate.
 //
-// forward:  x0 = embed(tokens); x_{l+1} = mlp(attn(x_l)) with residuals; logp, entropy = head(x_L)
-// backward: the same in reverse; the caller's loss supplies dL/dlogp (and dL/dentropy).
+// forward:  x0 = embed(tokens); x_{l+1} = mlp(attn(x_l)) with residuals; then the config's head
+//           (HeadKind): logp, entropy = lm_head(x_L), or values = value_head(x_L) (value_head.h)
+// backward: the same in reverse; the caller's loss supplies dL/dlogp (and dL/dentropy), or dL/dvalues.
 // Tensor parallel (weights sharded by the ParamLayout; tp_region.h for the layer boundaries), with or
 // without sequence parallel: with SP the residual stream x_l holds this rank's N / tp consecutive
-// tokens (N must divide), everything else all N; inputs and outputs (logp, entropy) are all N tokens
-// on every rank.
+// tokens (N must divide), everything else all N; inputs and outputs (logp, entropy, values) are all N
+// tokens on every rank.
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include "model/model_inputs.h"
 #include "model/paged_batch.h"
 #include "model/param_store.h"
+#include "model/value_head.h"
 
 namespace rf::model {
 
@@ -39,32 +41,34 @@ class CausalLm {
   // Allocates activations for micro-batches of up to max_tokens tokens (B*T).
   void reserve(int64_t max_tokens);
 
-  // The inputs' views must stay alive until backward has run.
+  // The inputs' views must stay alive until backward has run. A value or score model returns only
+  // values_N: it reads no targets (inputs.targets_N may be empty), temperature or `entropy`.
   ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute);
-  // Adds dL/dparams into the GradBuffer. dlogp_N (and dentropy_N unless empty) in the stat dtype
-  // (f64 for an f64 model, else f32). With linear_weight_grads = overwrite, the linear layers'
-  // weight (and bias) gradients are written instead of added: only for the first backward after the
-  // GradBuffer was zeroed, where both give the same values (see LayerContext).
-  void backward(TensorView dlogp_N, TensorView dentropy_N,
-                kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
+  // Adds dL/dparams into the GradBuffer, from the gradients of the outputs this model has
+  // (model_inputs.h's OutputGrads: dlogp_N and dentropy_N unless empty for an LM, dvalues_N for a value
+  // model; a gradient of an output the model does not have is an error). With linear_weight_grads =
+  // overwrite, the linear layers' weight (and bias) gradients are written instead of added: only for the
+  // first backward after the GradBuffer was zeroed, where both give the same values (see LayerContext).
+  void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
   // Inference over a paged KV cache, the rollout engine's step (model/paged_batch.h): runs the
   // batch's new tokens through the model, writing their keys and values into `cache` (one per layer),
   // and returns the logits of the tokens at `logit_rows` (the last of each sequence that samples) over
   // the real vocabulary, gathered over TP so every rank holds the same rows: [R, V] in the model's
   // dtype, before the temperature; valid until the next call. No sequence parallel. reserve_paged first.
+  // LM heads only.
   TensorView forward_paged(const PagedBatch& batch, std::span<const PagedLayerCache> cache,
                            std::span<const int64_t> logit_rows);
   // Scratch for forward_paged: one layer's activations for up to max_tokens new tokens, and the head
   // for up to max_logit_rows rows. Separate from reserve: the rollout needs no per-layer saves.
   void reserve_paged(int64_t max_tokens, int64_t max_logit_rows);
   // Called by backward, in this order, as parts of the GradBuffer are written for this backward:
-  // with `layer` = num_hidden_layers once the final norm's (and an untied lm_head's) gradients are,
+  // with `layer` = num_hidden_layers once the final norm's (and an untied lm_head's or the score's) are,
   // with l once decoder layer l's are, and with -1 once the embedding's are (tied: the lm_head's
   // part of it too). Data parallelism starts reducing a gradient bucket from here.
   using GradsReadyHook = std::function<void(int64_t layer)>;
   void set_grads_ready_hook(GradsReadyHook hook) { grads_ready_hook_ = std::move(hook); }
   // Called by forward before it reads a part of the weights: with -1 before the embedding, l before
-  // decoder layer l, num_hidden_layers before the final norm and LM head. The distributed optimizer
+  // decoder layer l, num_hidden_layers before the final norm and the head. The distributed optimizer
   // finishes gathering those weights here when its all-gather overlaps the forward.
   using ParamsNeededHook = std::function<void(int64_t layer)>;
   void set_params_needed_hook(ParamsNeededHook hook) { params_needed_hook_ = std::move(hook); }
@@ -73,7 +77,7 @@ class CausalLm {
   int64_t token_multiple() const;
   // Token n's logits (of the last forward, before the temperature) over the real vocabulary:
   // gathered over the TP ranks when the vocabulary is split, so every rank gets the same row.
-  // Valid until the next call or forward.
+  // Valid until the next call or forward. LM heads only.
   TensorView vocab_logits(int64_t n);
   // Once after the last backward of a step (Megatron's finalize_model_grads, TP part): sums over
   // the TP ranks the gradients each rank computed from its part of the activations only. A no-op
@@ -95,7 +99,8 @@ class CausalLm {
   AttentionBlock attention_;
   MlpBlock mlp_;
   int64_t vocab_rows_, vocab_start_;  // this TP rank's rows of the (padded) vocabulary
-  LmHead head_;
+  LmHead head_;           // config_.head == lm
+  ValueHead value_head_;  // value and score heads
 
   // Parameter and gradient views, bound by name once (a step does no name lookups).
   struct LayerParams {
@@ -105,6 +110,7 @@ class CausalLm {
   TensorView embed_w_VC_, embed_grad_VC_;
   std::vector<LayerParams> layer_weights_, layer_grads_;
   LmHeadParams head_weights_, head_grads_;
+  ValueHeadParams value_weights_, value_grads_;
 
   int64_t capacity_ = 0;
   std::vector<Tensor> residual_;  // x_0 .. x_L, and h_l (the mid-layer residual) below
@@ -115,6 +121,8 @@ class CausalLm {
   AttentionScratch attention_scratch_;
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;
+  ValueHeadSaved value_saved_;
+  ValueHeadScratch value_scratch_;
   Tensor dresid_NC_;
   Tensor gathered_logits_V_;  // TP > 1: one row of every rank's logits, rank-major
   Tensor sp_full_NC_, sp_local_NC_;  // sequence parallel workspace (LayerContext)

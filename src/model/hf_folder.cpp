@@ -133,6 +133,23 @@ void HfModelFolder::set_dtype(DType dtype) {
   if (!set) config_json["torch_dtype"] = config.torch_dtype;
 }
 
+void HfModelFolder::set_head(HeadKind head, int64_t num_labels) {
+  const ParamLayout old_layout = ParamLayout::for_model(config);
+  const DType dtype = weight_dtypes.at("model.norm.weight");
+  config.head = head;
+  config.num_labels = num_labels;
+  config.validate();
+  set_head_json(config_json, config.arch, head, num_labels);
+  std::map<std::string, DType> dtypes;
+  const ParamLayout layout = ParamLayout::for_model(config);
+  for (const ParamEntry& e : layout.entries()) {
+    const auto it = weight_dtypes.find(e.name);
+    dtypes[e.name] = old_layout.contains(e.name) && it != weight_dtypes.end() ? it->second : dtype;
+  }
+  weight_dtypes = std::move(dtypes);
+  weight_split.reset();
+}
+
 std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFolder& source, const ParamStore& params,
                                          const HfExportOptions& options) {
   const ParamLayout expected = ParamLayout::for_model(source.config);

@@ -1,5 +1,5 @@
-// HfModelFolder: a Hugging Face model folder (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)
-// as rlforge imports and exports it:
+// HfModelFolder: a Hugging Face model folder (Llama, Qwen2 or Qwen3 ForCausalLM, ForTokenClassification
+// or ForSequenceClassification: model_config.h's HeadKind) as rlforge imports and exports it:
 //   config.json  kept whole as JSON. ModelConfig reads the fields the model uses (and refuses maths
 //                rlforge does not implement, judged by effective value: model_config.cpp); every other
 //                field is carried through and written back unchanged.
@@ -59,6 +59,11 @@ struct HfModelFolder {
   // (and dtype, which transformers >= 4.56 writes instead) and config.torch_dtype. When that changes
   // some weight's dtype, weight_split is dropped: the sizes its files were chosen for no longer hold.
   void set_dtype(DType dtype);
+  // The same backbone under another head (a critic's folder from the actor's: HeadKind::value, one
+  // label): config.head and num_labels, config.json's architectures, id2label and label2id
+  // (set_head_json), the old head's weights gone and the new head's stored in the final norm's dtype.
+  // weight_split is dropped: its files list the old head's tensors.
+  void set_head(HeadKind head, int64_t num_labels);
 };
 
 struct HfExportOptions {

@@ -4,25 +4,29 @@
 
 #include "core/log.h"
 #include "formats/safetensors_folder.h"
+#include "model/param_init.h"
 
 namespace rf::model {
 namespace {
 
-bool ignorable(const std::string& name, const ParamLayout& layout) {
+enum class HeadWeights : uint8_t { from_folder, fresh };
+
+bool is_head_param(const std::string& name) { return name == "lm_head.weight" || name.starts_with("score."); }
+
+bool ignorable(const std::string& name, const ParamLayout& layout, HeadWeights head) {
   if (name.ends_with("rotary_emb.inv_freq")) return true;
+  if (head == HeadWeights::fresh && is_head_param(name)) return true;
   return name == "lm_head.weight" && !layout.contains("lm_head.weight");  // tied: the embedding is used
 }
 
-}  // namespace
-
-void load_hf_weights(const ParamStore& params, const std::string& model_dir) {
+void load_tensors(const ParamStore& params, const std::string& model_dir, HeadWeights head) {
   const ParamLayout& layout = params.layout();
   const formats::SafetensorsFolder weights(model_dir);
   std::set<std::string> loaded;
   for (const std::string& name : weights.names()) {
     const std::string& file = weights.file_of(name).path();
-    if (!layout.contains(name)) {
-      if (ignorable(name, layout)) {
+    if (!layout.contains(name) || (head == HeadWeights::fresh && is_head_param(name))) {
+      if (ignorable(name, layout, head)) {
         core::log_debug("{}: ignoring {}", file, name);
         continue;
       }
@@ -44,7 +48,22 @@ void load_hf_weights(const ParamStore& params, const std::string& model_dir) {
     loaded.insert(name);
   }
   for (const ParamEntry& e : layout.entries())
-    if (!loaded.count(e.name)) throw IoError(model_dir, fmt::format("weights are missing tensor '{}'", e.name));
+    if (!loaded.count(e.name) && !(head == HeadWeights::fresh && is_head_param(e.name)))
+      throw IoError(model_dir, fmt::format("weights are missing tensor '{}'", e.name));
+}
+
+}  // namespace
+
+void load_hf_weights(const ParamStore& params, const std::string& model_dir) {
+  load_tensors(params, model_dir, HeadWeights::from_folder);
+}
+
+void load_hf_backbone(const ParamStore& params, const ModelConfig& config, const std::string& model_dir,
+                      uint64_t seed) {
+  load_tensors(params, model_dir, HeadWeights::fresh);
+  const std::vector<ParamEntry>& entries = params.layout().entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (is_head_param(entries[i].name)) init_param(params, config, i, seed);
 }
 
 }  // namespace rf::model

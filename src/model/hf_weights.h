@@ -13,4 +13,12 @@ namespace rf::model {
 
 void load_hf_weights(const ParamStore& params, const std::string& model_dir);
 
+// A model on another model's backbone (verl's critic on the actor's LM folder: a value head where the
+// folder has lm_head): the embedding, decoder layers and final norm come from the folder as above; the
+// folder's head tensors (lm_head.weight, score.*) are ignored; this model's head is drawn fresh, as HF
+// initialises a head the checkpoint lacks (init_param: N(0, initializer_range) weights, zero bias), from
+// `seed`.
+void load_hf_backbone(const ParamStore& params, const ModelConfig& config, const std::string& model_dir,
+                      uint64_t seed);
+
 }  // namespace rf::model

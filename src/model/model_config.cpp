@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -30,21 +31,58 @@ void read_required(const nlohmann::json& json, const std::string& source, const 
   read_optional(json, source, key, out);
 }
 
-Arch parse_arch(const nlohmann::json& json, const std::string& source) {
+// The suffixes of the HF classes rlforge reads, by head (HeadKind's order).
+constexpr const char* kHeadSuffixes[] = {"ForCausalLM", "ForTokenClassification", "ForSequenceClassification"};
+constexpr const char* kFamilyPrefixes[] = {"Llama", "Qwen2", "Qwen3"};  // Arch's order
+
+// config.json's architectures[0], split into its family (when it is one rlforge knows) and its head.
+struct ArchitectureClass {
+  std::optional<Arch> family;
+  HeadKind head = HeadKind::lm;
+};
+
+ArchitectureClass parse_architectures(const nlohmann::json& json, const std::string& source) {
+  ArchitectureClass parsed;
+  const auto it = json.find("architectures");
+  if (it == json.end() || it->is_null() || (it->is_array() && it->empty())) return parsed;
+  if (!it->is_array() || !(*it)[0].is_string())
+    throw ConfigError("architectures",
+                      fmt::format("in {}: expected a list of class names, got {}", source, it->dump()));
+  const std::string name = (*it)[0].get<std::string>();
+  for (size_t h = 0; h < std::size(kHeadSuffixes); ++h) {
+    if (!name.ends_with(kHeadSuffixes[h])) continue;
+    parsed.head = HeadKind(h);
+    const std::string family = name.substr(0, name.size() - std::string_view(kHeadSuffixes[h]).size());
+    for (size_t a = 0; a < std::size(kFamilyPrefixes); ++a)
+      if (family == kFamilyPrefixes[a]) parsed.family = Arch(a);
+    return parsed;
+  }
+  throw ConfigError("architectures", fmt::format("in {}: '{}' is not supported: expected a class ending in "
+                                                 "ForCausalLM, ForTokenClassification or ForSequenceClassification",
+                                                 source, name));
+}
+
+Arch parse_arch(const nlohmann::json& json, const std::string& source, const ArchitectureClass& architecture) {
   std::string model_type;
   read_optional(json, source, "model_type", model_type);
-  if (model_type.empty() && json.contains("architectures") && json["architectures"].is_array() &&
-      !json["architectures"].empty()) {
-    const std::string a = json["architectures"][0].get<std::string>();
-    if (a == "LlamaForCausalLM") model_type = "llama";
-    if (a == "Qwen2ForCausalLM") model_type = "qwen2";
-    if (a == "Qwen3ForCausalLM") model_type = "qwen3";
-  }
+  if (model_type.empty() && architecture.family) return *architecture.family;
   if (model_type == "llama") return Arch::llama;
   if (model_type == "qwen2") return Arch::qwen2;
   if (model_type == "qwen3") return Arch::qwen3;
   throw ConfigError("model_type", fmt::format("in {}: unknown architecture '{}': expected llama, qwen2 or qwen3",
                                               source, model_type));
+}
+
+// transformers' num_labels: len(id2label) when config.json has it, else its num_labels argument, else 2.
+int64_t read_num_labels(const nlohmann::json& json, const std::string& source) {
+  if (const auto it = json.find("id2label"); it != json.end() && !it->is_null()) {
+    if (!it->is_object())
+      throw ConfigError("id2label", fmt::format("in {}: expected an object of labels, got {}", source, it->dump()));
+    return int64_t(it->size());
+  }
+  int64_t num_labels = 2;
+  read_optional(json, source, "num_labels", num_labels);
+  return num_labels;
 }
 
 // The fields that change the maths and that rlforge does not implement, judged by their effective
@@ -86,6 +124,37 @@ void check_supported_maths(const nlohmann::json& json, const std::string& source
 
 }  // namespace
 
+std::string head_name(HeadKind head) {
+  switch (head) {
+    case HeadKind::lm: return "lm";
+    case HeadKind::value: return "value";
+    case HeadKind::score: return "score";
+  }
+  return "?";
+}
+
+std::string architecture_name(Arch arch, HeadKind head) {
+  return std::string(kFamilyPrefixes[int(arch)]) + kHeadSuffixes[int(head)];
+}
+
+void set_head_json(nlohmann::json& config_json, Arch arch, HeadKind head, int64_t num_labels) {
+  config_json["architectures"] = {architecture_name(arch, head)};
+  config_json.erase("num_labels");  // transformers keeps the count as id2label, never as num_labels
+  if (head == HeadKind::lm) {
+    config_json.erase("id2label");
+    config_json.erase("label2id");
+    return;
+  }
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (int64_t i = 0; i < num_labels; ++i) {
+    const std::string label = fmt::format("LABEL_{}", i);
+    id2label[std::to_string(i)] = label;
+    label2id[label] = i;
+  }
+  config_json["id2label"] = std::move(id2label);
+  config_json["label2id"] = std::move(label2id);
+}
+
 std::string arch_name(Arch arch) {
   switch (arch) {
     case Arch::llama: return "llama";
@@ -98,7 +167,10 @@ std::string arch_name(Arch arch) {
 ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw ConfigError("<root>", fmt::format("{} is not a JSON object", source));
   ModelConfig c;
-  c.arch = parse_arch(json, source);
+  const ArchitectureClass architecture = parse_architectures(json, source);
+  c.arch = parse_arch(json, source, architecture);
+  c.head = architecture.head;
+  if (c.head != HeadKind::lm) c.num_labels = read_num_labels(json, source);
   read_required(json, source, "vocab_size", c.vocab_size);
   read_required(json, source, "hidden_size", c.hidden_size);
   read_required(json, source, "intermediate_size", c.intermediate_size);
@@ -146,9 +218,7 @@ ModelConfig ModelConfig::from_file(const std::string& path) {
 }
 
 nlohmann::json ModelConfig::to_json() const {
-  static const char* kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
   nlohmann::json j = {
-      {"architectures", {kArchitectures[int(arch)]}},
       {"model_type", arch_name(arch)},
       {"vocab_size", vocab_size},
       {"hidden_size", hidden_size},
@@ -169,6 +239,7 @@ nlohmann::json ModelConfig::to_json() const {
   if (arch == Arch::llama) j["attention_bias"] = attention_bias;
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
   if (eos_token_id >= 0) j["eos_token_id"] = eos_token_id;
+  set_head_json(j, arch, head, num_labels);
   return j;
 }
 
@@ -190,12 +261,16 @@ void ModelConfig::validate() const {
   if (head_dim % 2 != 0) throw ConfigError("head_dim", fmt::format("must be even for rotary embeddings, got {}", head_dim));
   if (!(rms_norm_eps > 0)) throw ConfigError("rms_norm_eps", fmt::format("must be positive, got {}", rms_norm_eps));
   if (!(rope_theta > 0)) throw ConfigError("rope_theta", fmt::format("must be positive, got {}", rope_theta));
+  if (head != HeadKind::lm && num_labels < 1)
+    throw ConfigError("id2label", fmt::format("a {} head needs at least one label, got {}", head_name(head), num_labels));
 }
 
 std::string ModelConfig::describe() const {
-  return fmt::format("{}: {} layers, hidden {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, {} embeddings", arch_name(arch),
-                     num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
-                     intermediate_size, vocab_size, tie_word_embeddings ? "tied" : "untied");
+  const std::string head_text =
+      head == HeadKind::lm ? std::string() : fmt::format(", {} head of {} label(s)", head_name(head), num_labels);
+  return fmt::format("{}: {} layers, hidden {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, {} embeddings{}",
+                     arch_name(arch), num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
+                     intermediate_size, vocab_size, tie_word_embeddings ? "tied" : "untied", head_text);
 }
 
 }  // namespace rf::model

@@ -1,5 +1,8 @@
 // ModelConfig: the architecture of a dense decoder, read from a Hugging Face `config.json`
-// (model_type llama, qwen2, qwen3). Fields keep HF's names. `validate()` reports the first bad
+// (model_type llama, qwen2, qwen3). Fields keep HF's names. The head on the final hidden states comes
+// from `architectures[0]`'s class (HeadKind below); a value or score head has `num_labels` outputs:
+// transformers' len(id2label), else its `num_labels` argument, else 2 (transformers saves id2label only
+// when it differs from that default). `validate()` reports the first bad
 // field as a ConfigError naming it (`num_key_value_heads: 3 does not divide num_attention_heads=8`).
 // from_json also refuses fields that change the maths and that rlforge does not implement, judged by
 // their effective value (use_sliding_window with a window, rope_scaling other than default, linear
@@ -15,6 +18,17 @@
 namespace rf::model {
 
 enum class Arch : uint8_t { llama, qwen2, qwen3 };
+
+// What the model computes from its final hidden states, by the HF class name's suffix:
+//   lm     <Family>ForCausalLM: the LM head (lm_head.weight, or the tied embedding): log-probs, entropy
+//   value  <Family>ForTokenClassification: score.weight [num_labels, C] and score.bias [num_labels] on every
+//          token, verl's critic (num_labels 1; HF's classifier dropout is not modelled: verl sets it to 0)
+//   score  <Family>ForSequenceClassification: score.weight [num_labels, C] without bias, read at each
+//          sequence's last token: a reward model. HF picks the rightmost token that is not pad_token_id;
+//          rlforge, as verl's reward workers, takes each packed document's last token, so pad_token_id is
+//          not read (the two agree unless a document ends in pad_token_id tokens).
+// The value and score heads have no LM head: tie_word_embeddings has no effect there (HF ties nothing).
+enum class HeadKind : uint8_t { lm, value, score };
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -36,16 +50,24 @@ struct ModelConfig {
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
   std::string torch_dtype = "float32";
+  HeadKind head = HeadKind::lm;  // architectures[0]; lm when config.json names no class
+  int64_t num_labels = 1;        // the value or score head's outputs (not read for lm)
 
   // `source` names the file in error messages.
   static ModelConfig from_json(const nlohmann::json& json, const std::string& source);
   static ModelConfig from_file(const std::string& path);
-  nlohmann::json to_json() const;  // HF config.json fields
+  nlohmann::json to_json() const;  // HF config.json fields (id2label and label2id for a value or score head)
 
   void validate() const;  // throws ConfigError naming the field
   std::string describe() const;
 };
 
 std::string arch_name(Arch arch);
+std::string head_name(HeadKind head);  // "lm", "value", "score"
+// The HF class of a model: LlamaForCausalLM, Qwen2ForTokenClassification, Qwen3ForSequenceClassification, ...
+std::string architecture_name(Arch arch, HeadKind head);
+// config.json's head fields for `head`: architectures, and id2label / label2id with num_labels labels
+// (LABEL_0, ... as transformers names them) for a value or score head, removed for lm.
+void set_head_json(nlohmann::json& config_json, Arch arch, HeadKind head, int64_t num_labels);
 
 }  // namespace rf::model

@@ -1,4 +1,5 @@
-// What one forward pass of a causal LM reads, and what it returns.
+// What one forward pass of a causal LM (or a value model on its backbone) reads, what it returns, and
+// the gradients of a loss with respect to what it returns, which backward reads.
 // Legend: B rows, T tokens per row, N = B*T tokens (flattened row-major).
 #pragma once
 
@@ -14,19 +15,28 @@ struct ModelInputs {
   int64_t seq_len = 0;  // T
   TensorView tokens_N;     // i32 or i64 token ids
   TensorView positions_N;  // i32 or i64 rotary positions (restart at 0 in each packed document)
-  TensorView targets_N;    // i32 or i64 next-token targets; -100 where there is none
+  TensorView targets_N;    // i32 or i64 next-token targets; -100 where there is none (LM head only)
   // Packed documents on the flattened N axis ([0, e1, ..., N]); empty: each row is one document.
   std::span<const int32_t> cu_seqlens;
   double temperature = 1.0;  // logits are divided by it before the softmax
 };
 
-// Views into the model's own buffers: valid until the next forward.
+// Views into the model's own buffers: valid until the next forward. An LM head fills the first four,
+// a value or score head (model_config.h's HeadKind) only values_N.
 struct ModelOutputs {
   TensorView logp_N;     // log p(target | prefix); 0 where the target is -100
   TensorView entropy_N;  // full-vocabulary entropy (nats); empty if not requested
   TensorView logits_NV;  // before the temperature (greedy decoding reads the argmax)
   // Under TP, logits_NV holds this rank's columns of the padded vocabulary, from this id on.
   int64_t vocab_start = 0;
+  TensorView values_N;  // the value head's output at every token (stat dtype)
+};
+
+// dL/d(each output of a forward), what backward reads, [N] in the stat dtype (f64 for an f64 model,
+// else f32): dlogp_N (and dentropy_N, or empty) for an LM head, dvalues_N for a value or score head;
+// the views of outputs the model does not have stay empty.
+struct OutputGrads {
+  TensorView dlogp_N, dentropy_N, dvalues_N;
 };
 
 enum class EntropyOutput : uint8_t { skip, compute };

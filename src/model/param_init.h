@@ -9,5 +9,8 @@
 namespace rf::model {
 
 void init_params(const ParamStore& params, const ModelConfig& config, uint64_t seed);
+// One tensor, the layout's entry `index`, as init_params draws it (HF's initialisation of a head the
+// checkpoint does not have: load_hf_backbone).
+void init_param(const ParamStore& params, const ModelConfig& config, size_t index, uint64_t seed);
 
 }  // namespace rf::model

@@ -112,7 +112,18 @@ ParamLayout ParamLayout::for_model(const ModelConfig& c, const TensorParallelSha
     layout.add(layer_param_name(l, "mlp.down_proj.weight"), {C, F}, columns);
   }
   layout.add("model.norm.weight", {C});
-  if (!c.tie_word_embeddings) layout.add("lm_head.weight", {V, C}, rows, layout.padded_vocab_);
+  switch (c.head) {
+    case HeadKind::lm:
+      if (!c.tie_word_embeddings) layout.add("lm_head.weight", {V, C}, rows, layout.padded_vocab_);
+      break;
+    case HeadKind::value:
+      layout.add("score.weight", {c.num_labels, C});
+      layout.add("score.bias", {c.num_labels});  // HF's token classifier is an nn.Linear with bias
+      break;
+    case HeadKind::score:
+      layout.add("score.weight", {c.num_labels, C});  // bias=False in HF's sequence classifier
+      break;
+  }
   return layout;
 }
 

@@ -4,13 +4,15 @@
 // buckets of it) in one call.
 // Order: embedding, then per layer input_layernorm, q/k/v (+ biases, q_norm/k_norm), o_proj,
 // post_attention_layernorm, gate/up (adjacent: a fused [2F, C] GEMM can view them as one), down;
-// then the final norm and lm_head (absent when tied). Offsets are padded to 64 bytes.
+// then the final norm and the head: lm_head (absent when tied), or for a value or score model (HeadKind)
+// score.weight [num_labels, C] (and score.bias [num_labels] for a value head). Offsets are padded to 64 bytes.
 // Tensor parallel (Megatron §2.2-2.4, 2.7, 2.8): a layout is one TP rank's. Column-parallel weights
 // (q/k/v and their biases, gate/up, the embedding and lm_head: vocab rows) hold a contiguous block
-// of rows, row-parallel ones (o_proj, down) a block of columns; norms are replicated. Query heads
-// and kv heads split evenly (whole heads, so each rank keeps whole GQA groups). With TP > 1 the
-// vocabulary is padded to a multiple of vocab_multiple x TP (make_vocab_size_divisible_by): the
-// padding rows are zeros that are never trained, not part of any checkpoint or export.
+// of rows, row-parallel ones (o_proj, down) a block of columns; norms and the score head (num_labels
+// rows: not worth splitting) are replicated. Query heads and kv heads split evenly (whole heads, so each
+// rank keeps whole GQA groups). With TP > 1 the vocabulary is padded to a multiple of vocab_multiple x
+// TP (make_vocab_size_divisible_by): the padding rows are zeros that are never trained, not part of any
+// checkpoint or export.
 #pragma once
 
 #include <string>

@@ -4,57 +4,12 @@
 // Dimension legend: N packed tokens, B batch (one row per document), T tokens per row.
 #include "rl/actor_loss.h"
 
-#include <algorithm>
-#include <span>
-
 #include "core/element_access.h"
+#include "rl/document_rows.h"
 #include "rl/masked_stats.h"
 
 namespace rf::rl {
 namespace {
-
-// The packed tokens' documents as the rows of a (B, T) matrix: row b holds document b's tokens
-// [cu[b], cu[b+1]) from column 0, T is the longest document's length, and the rest of a row is 0.
-class DocumentRows {
- public:
-  DocumentRows(std::span<const int32_t> cu_seqlens, int64_t num_tokens) : cu_(cu_seqlens) {
-    RF_CHECK(cu_.size() >= 2 && cu_.front() == 0 && cu_.back() == num_tokens,
-             "cu_seqlens: expected [0, ..., N={}] over the micro-batch's tokens, got {} entries ending at {}",
-             num_tokens, cu_.size(), cu_.empty() ? -1 : cu_.back());
-    for (size_t b = 0; b + 1 < cu_.size(); ++b) {
-      RF_CHECK(cu_[b] <= cu_[b + 1], "cu_seqlens: expected non-decreasing boundaries, got {} then {}", cu_[b],
-               cu_[b + 1]);
-      num_cols_ = std::max<int64_t>(num_cols_, cu_[b + 1] - cu_[b]);
-    }
-  }
-  int64_t num_rows() const { return int64_t(cu_.size()) - 1; }
-  int64_t num_cols() const { return num_cols_; }
-
-  // column_N ([N], any floating dtype and stride) as (B, T) rows in its own dtype, so that the losses
-  // compute as verl does in it (their bounds are rounded to the log-probs' dtype).
-  Tensor gather(TensorView column_N, const char* what) const {
-    const int64_t N = cu_.back();
-    RF_CHECK(!column_N.empty() && is_floating(column_N.dtype()), "{}: expected a floating [{}] tensor, got {}", what, N,
-             column_N.empty() ? std::string("none") : column_N.describe());
-    check_shape(column_N, Shape{N}, what);
-    Tensor rows_BT({num_rows(), num_cols_}, column_N.dtype());
-    for (int64_t b = 0; b < num_rows(); ++b)
-      copy_convert(column_N.slice(0, cu_[size_t(b)], length(b)), rows_BT.view().select(0, b).slice(0, 0, length(b)));
-    return rows_BT;
-  }
-  // The inverse: overwrites every element of out_N ([N]) with its row's value.
-  void scatter(TensorView rows_BT, TensorView out_N, const char* what) const {
-    check_shape(out_N, Shape{cu_.back()}, what);
-    for (int64_t b = 0; b < num_rows(); ++b)
-      copy_convert(rows_BT.select(0, b).slice(0, 0, length(b)), out_N.slice(0, cu_[size_t(b)], length(b)));
-  }
-
- private:
-  int64_t length(int64_t b) const { return cu_[size_t(b) + 1] - cu_[size_t(b)]; }
-
-  std::span<const int32_t> cu_;
-  int64_t num_cols_ = 0;
-};
 
 double* values(const Tensor& f64_BT) { return f64_BT.data<double>(); }
 
@@ -70,9 +25,9 @@ ActorLoss::ActorLoss(ActorLossConfig config)
 }
 
 engine::LossOutput ActorLoss::operator()(const engine::TensorMap& micro_batch, const model::ModelOutputs& outputs,
-                                         const engine::LossContext& context, TensorView dlogp_N,
-                                         TensorView dentropy_N) const {
+                                         const engine::LossContext& context, const model::OutputGrads& grads) const {
   const ActorLossConfig& c = config_;
+  const TensorView dlogp_N = grads.dlogp_N, dentropy_N = grads.dentropy_N;
   const DocumentRows rows(micro_batch.cu_seqlens(), micro_batch.num_tokens());
   const int64_t B = rows.num_rows(), T = rows.num_cols();
   const Tensor mask = rows.gather(micro_batch.get("loss_mask"), "loss_mask");

@@ -72,10 +72,10 @@ class ActorLoss {
   // Throws ConfigError for an unknown loss_mode or, with seq-mean-token-sum-norm, for no F at all.
   explicit ActorLoss(ActorLossConfig config);
 
-  // engine::LossFn. Overwrites dlogp_N (floating [N]) and, when given, dentropy_N; returns the
-  // micro-batch's contribution to the step's loss and the metrics above.
+  // engine::LossFn. Overwrites grads.dlogp_N (floating [N]) and, when given, grads.dentropy_N; returns
+  // the micro-batch's contribution to the step's loss and the metrics above.
   engine::LossOutput operator()(const engine::TensorMap& micro_batch, const model::ModelOutputs& outputs,
-                                const engine::LossContext& context, TensorView dlogp_N, TensorView dentropy_N) const;
+                                const engine::LossContext& context, const model::OutputGrads& grads) const;
 
   const ActorLossConfig& config() const { return config_; }
 

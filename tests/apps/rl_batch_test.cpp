@@ -1,10 +1,12 @@
 // RlBatch's packing (apps/rlforge/rl_batch.h) against the convention rl/actor_loss.h reads: response
 // token t of a document with P prompt tokens sits at position P + t - 1 (its label), with the loss
-// mask and the per-token columns there and nowhere else; read_token_column reads the same positions
-// back; the (B, T) matrices pad with zeros.
+// mask and the per-token columns (the actor's, or the critic's values and returns) there and nowhere
+// else; read_token_column reads the same positions back; the (B, T) matrices pad with zeros.
 #include "apps/rlforge/rl_batch.h"
 
 #include <gtest/gtest.h>
+
+#include <stdexcept>
 
 namespace rf::apps {
 namespace {
@@ -47,6 +49,25 @@ TEST(RlBatch, PacksResponsesWithTheirColumnsAtTheLabelPositions) {
   EXPECT_EQ(values(mb.get("ref_log_prob")), (std::vector<double>{-4, -5, -6, 0, 0, 0, -0.75, -0.125, 0}));
   EXPECT_EQ(values(mb.get("cu_seqlens")), (std::vector<double>{0, 4, 9}));
   EXPECT_FALSE(make_micro_batch(batch, {0}, LossColumns::none, false).contains("advantages"));
+}
+
+TEST(RlBatch, PacksTheCriticsValuesAndReturnsAtTheLabelPositions) {
+  RlBatch batch = two_responses();
+  batch[0].values = {0.5f, 0.25f};
+  batch[0].returns = {1.0f, 1.0f};
+  batch[1].values = {-0.5f, -1.5f, 2.0f};
+  batch[1].returns = {0.0f, 0.75f, 3.0f};
+  const engine::TensorMap mb = make_micro_batch(batch, {1, 0}, LossColumns::critic, /*with_ref=*/false);
+  // rl/critic_loss.h reads values and returns where the loss mask is, response token t at P + t - 1.
+  EXPECT_EQ(values(mb.get("loss_mask")), (std::vector<double>{1, 1, 1, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(values(mb.get("values")), (std::vector<double>{-0.5, -1.5, 2, 0, 0, 0, 0.5, 0.25, 0}));
+  EXPECT_EQ(values(mb.get("returns")), (std::vector<double>{0, 0.75, 3, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(values(mb.get("cu_seqlens")), (std::vector<double>{0, 4, 9}));
+  for (const char* actor_column : {"old_log_probs", "advantages", "ref_log_prob"})
+    EXPECT_FALSE(mb.contains(actor_column)) << actor_column;
+  EXPECT_FALSE(make_micro_batch(batch, {0}, LossColumns::actor, true).contains("values"));
+  batch[0].returns.pop_back();  // a column shorter than its response is an error, not a silent zero
+  EXPECT_THROW(make_micro_batch(batch, {0}, LossColumns::critic, false), std::out_of_range);
 }
 
 TEST(RlBatch, ReadsPerPositionOutputsBackIntoResponseColumns) {

@@ -1,6 +1,6 @@
 // The trainer's driver-side stages against hand-computed values: the adv stage (score at the last
-// response token, KL in the reward with the controller's coefficient, GRPO over the uid groups) and
-// the rollout-vs-trainer log-prob metrics.
+// response token, KL in the reward with the controller's coefficient, GRPO over the uid groups, GAE over
+// the critic's values), the rollout-vs-trainer log-prob metrics and the critic's data metrics.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,6 +64,24 @@ TEST(RlAdvantages, KlInRewardSubtractsBetaTimesTheKlAtEveryToken) {
   EXPECT_EQ(m.at("actor/reward_kl_penalty_coeff"), 0.1);
 }
 
+TEST(RlAdvantages, GaeBootstrapsFromTheCriticsValues) {
+  // lam 0: token t's return is r_t + gamma * V_{t+1} (0 past the response's end, the padding included).
+  RlBatch batch = {response(0, 2, 1), response(1, 1, 0)};
+  batch[0].values = {0.25f, 0.5f};
+  batch[1].values = {0.75f};
+  AlgorithmConfig algorithm;  // adv_estimator gae, verl's default
+  algorithm.gamma = 0.5;
+  algorithm.lam = 0;
+  rl::KlController kl(rl::KlControlConfig{});
+  compute_advantages(batch, algorithm, kl);
+  EXPECT_NEAR(batch[0].returns[0], 0 + 0.5 * 0.5, 1e-7);
+  EXPECT_NEAR(batch[0].returns[1], 1, 1e-7);
+  EXPECT_NEAR(batch[1].returns[0], 0, 1e-7);
+  // The advantages (returns - values: 0, 0.5, -0.75) whitened over the three tokens keep their order.
+  EXPECT_LT(batch[1].advantages[0], batch[0].advantages[0]);
+  EXPECT_LT(batch[0].advantages[0], batch[0].advantages[1]);
+}
+
 TEST(RlMetrics, RolloutDiffComparesProbabilitiesAndLogProbs) {
   RlBatch batch = {response(0, 2, 1), response(0, 1, 0)};
   batch[0].rollout_log_probs = {-1.0f, -1.25f};
@@ -90,6 +108,22 @@ TEST(RlMetrics, DataMetricsUseVerlsNames) {
   EXPECT_EQ(m.at("response_length/clip_ratio"), 0.5);
   EXPECT_EQ(m.at("prompt_length/clip_ratio"), 1.0);
   EXPECT_EQ(m.at("critic/advantages/min"), 0.5);
+  EXPECT_FALSE(m.contains("critic/values/mean"));  // no critic
+  EXPECT_FALSE(m.contains("critic/vf_explained_var"));
+}
+
+TEST(RlMetrics, CriticValuesAndTheirExplainedVariance) {
+  RlBatch batch = {response(0, 2, 1), response(1, 1, 0)};
+  batch[0].returns = {1.0f, 1.0f};
+  batch[1].returns = {0.0f};
+  batch[0].values = {1.0f, 0.5f};
+  batch[1].values = {0.0f};
+  const Metrics m = data_metrics(batch, 16, 8);
+  EXPECT_EQ(m.at("critic/values/mean"), 0.5);
+  EXPECT_EQ(m.at("critic/values/max"), 1.0);
+  EXPECT_EQ(m.at("critic/values/min"), 0.0);
+  // G - V = {0, 0.5, 0}: unbiased variance 1/12; var(G) = 1/3.
+  EXPECT_NEAR(m.at("critic/vf_explained_var"), 1 - (1.0 / 12) / (1.0 / 3 + 1e-5), 1e-7);
 }
 
 }  // namespace

@@ -15,17 +15,4 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 quiet timeout 300 "$RLFORGE" "${args[@]}" trainer.num_threads=1 trainer.default_local_dir="$SCRATCH/one"
 quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" trainer.default_local_dir="$SCRATCH/two"
 [ -f "$SCRATCH/two/global_step_3/huggingface/model.safetensors" ] || fail "no checkpoint from the two-rank run"
-python3 - "$SCRATCH/one/metrics.jsonl" "$SCRATCH/two/metrics.jsonl" <<'PY'
-import json, sys
-one, two = ([json.loads(line) for line in open(p)] for p in sys.argv[1:])
-assert [r["step"] for r in one] == [r["step"] for r in two] == [0, 1, 2, 3]
-exact = ["critic/score/mean", "response_length/mean", "val-core/arith/acc/mean@1"]
-close = ["actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/kl_loss", "critic/advantages/mean"]
-for a, b in zip(one, two):
-    for k in exact:
-        assert a.get(k) == b.get(k), f"step {a['step']} {k}: {a.get(k)} vs {b.get(k)}"
-    for k in close:
-        if k in a:
-            assert abs(a[k] - b[k]) <= 1e-4 * max(1e-3, abs(a[k])), f"step {a['step']} {k}: {a[k]} vs {b[k]}"
-print("PASS: two ranks = one process (scores, lengths and validation exact; losses within 1e-4)")
-PY
+python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/two/metrics.jsonl" 3 "two ranks"

@@ -33,12 +33,13 @@ refused unknown_key \
 refused unknown_override "actor_rollout_ref.actor.ppo_mini_batch_szie: no such key to override; did you mean \
 'actor_rollout_ref.actor.ppo_mini_batch_size'?" actor_rollout_ref.actor.ppo_mini_batch_szie=32
 # An unknown key inside a section only verl has.
-refused unknown_key_in_verl_section "critic.optim.lrr: rlforge does not implement verl's \`critic.optim\`; there it \
-accepts only the keys docs/config.md lists, each at verl's default; did you mean 'lr'?" +critic.optim.lrr=1e-5
+refused unknown_key_in_verl_section "critic.checkpoint.async_sav: rlforge does not implement verl's \`critic.checkpoint\`; \
+there it accepts only the keys docs/config.md lists, each at verl's default; did you mean 'async_save'?" \
+  +critic.checkpoint.async_sav=false
 refused bad_estimator "algorithm.adv_estimator: unknown name 'bogus'; known names: gae, grpo" \
   algorithm.adv_estimator=bogus
-refused gae_needs_critic "algorithm.adv_estimator: 'gae' needs the critic role (a value model), which rlforge does \
-not have yet (issue #10); use a critic-free estimator such as grpo" algorithm.adv_estimator=gae
+refused critic_mini_batch "critic.ppo_mini_batch_size: 48 does not divide data.train_batch_size = 64" \
+  algorithm.adv_estimator=gae critic.ppo_mini_batch_size=48
 refused bad_loss_mode "actor_rollout_ref.actor.policy_loss.loss_mode: unknown name 'clip_cov'" \
   actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov
 # The example's train_batch_size is 64.
@@ -57,14 +58,18 @@ refused verl_key_rollout_mode "actor_rollout_ref.rollout.mode: verl's key is not
 default async is accepted, got sync" actor_rollout_ref.rollout.mode=sync
 refused verl_key_dataloader_workers "data.dataloader_num_workers: verl's key is not implemented by rlforge; only \
 its default 8 is accepted, got 4" data.dataloader_num_workers=4
-# Keys the trainer would otherwise ignore (prompts are never cut or dropped: an overlong one is an error).
-refused verl_key_truncation "data.truncation: verl's key is not implemented by rlforge; only its default error \
-is accepted, got left" data.truncation=left
+# The prompt data: a truncation verl does not have, a key only JSONL rows use beside a built-in task (it
+# would change nothing), and a built-in task beside JSONL files.
+refused bad_truncation "data.truncation: 'top': expected error or left or right or middle" data.truncation=top
+refused file_key_with_task "data.shuffle: applies to the rows of data.train_files; a built-in task" data.shuffle=false
+refused task_and_files "data.task: a built-in task and data.train_files exclude each other" \
+  "data.train_files=[$SCRATCH/train.jsonl]"
 refused verl_key_critic_enable "critic.enable: verl's key is not implemented by rlforge; only its default null is \
 accepted, got true" +critic.enable=true
 refused vllm_rollout "actor_rollout_ref.rollout.name: 'vllm': expected rlforge (rlforge's own engine; vllm, sglang \
 and trtllm are not available here)" actor_rollout_ref.rollout.name=vllm
-refused critic_warmup "trainer.critic_warmup: 1: expected 0, rlforge has no critic yet (issue #10)" trainer.critic_warmup=1
+refused critic_warmup "trainer.critic_warmup: must be >= 0 (the step the actor starts training at), got -1" \
+  trainer.critic_warmup=-1
 refused wandb_logger "trainer.logger: 'wandb': expected console or jsonl" "trainer.logger=[console, wandb]"
 refused builtin_task_needs_steps "trainer.total_training_steps: required with a built-in task" \
   trainer.total_training_steps=null
@@ -79,7 +84,7 @@ refused rollout_tp_not_dividing_world \
 cat examples/grpo_arith.yaml - > "$SCRATCH/verl_style.yaml" <<'EOF'
 critic:
   enable: null
-  optim: {lr: 1.0e-05, betas: [0.9, 0.999]}
+  checkpoint: {async_save: false}
 reward_model: {enable: False}
 ray_kwargs: {ray_init: {num_cpus: ~}}
 EOF
@@ -90,7 +95,7 @@ EOF
   > "$SCRATCH/resolved.yaml" 2> "$SCRATCH/warnings.log" || fail "verl keys at their defaults were refused: $(cat "$SCRATCH/warnings.log")"
 warning=$(grep "warning: verl keys rlforge does not implement, accepted at verl's default" "$SCRATCH/warnings.log") ||
   fail "no warning about the verl keys at their defaults: $(cat "$SCRATCH/warnings.log")"
-for key in critic.enable critic.optim.lr critic.optim.betas reward_model.enable ray_kwargs.ray_init.num_cpus \
+for key in critic.enable critic.checkpoint.async_save reward_model.enable ray_kwargs.ray_init.num_cpus \
            actor_rollout_ref.rollout.mode data.dataloader_num_workers actor_rollout_ref.nccl_timeout \
            actor_rollout_ref.actor.checkpoint.save_contents actor_rollout_ref.actor.checkpoint.async_save; do
   [[ $warning == *"$key"* ]] || fail "the warning does not name $key: $warning"
@@ -98,7 +103,7 @@ done
 grep -q 'Hydra `_target_`' "$SCRATCH/warnings.log" || fail "no warning about the dropped _target_ key"
 grep -q "ppo_mini_batch_size: 16" "$SCRATCH/resolved.yaml" ||
   fail "--check-config did not print the resolved config: $(head "$SCRATCH/resolved.yaml")"
-if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|^critic|^reward_model|^ray_kwargs|_target_|mode: async" \
+if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|enable: null|^reward_model|^ray_kwargs|_target_|mode: async" \
      "$SCRATCH/resolved.yaml"; then
   fail "a verl key at its default reached the resolved config"
 fi

@@ -53,13 +53,13 @@ std::vector<TensorMap> step(Maps&&... maps) {
 
 // Token-mean negative log-likelihood over the whole step, exact under any micro-batching.
 LossOutput token_mean_nll(const TensorMap& mb, const model::ModelOutputs& out, const LossContext& ctx,
-                          TensorView dlogp_N, TensorView) {
+                          const model::OutputGrads& grads) {
   const TensorView mask = mb.get("loss_mask");
   LossOutput result;
   for (int64_t n = 0; n < mask.numel(); ++n) {
     const double m = load_f64(mask, n);
     result.loss -= m * load_f64(out.logp_N, n) / double(ctx.global_num_tokens);
-    dlogp_N.data<float>()[n] = float(-m / double(ctx.global_num_tokens));
+    grads.dlogp_N.data<float>()[n] = float(-m / double(ctx.global_num_tokens));
   }
   result.metrics["tokens"] = double(mask.numel());
   return result;

@@ -43,7 +43,7 @@ RunResult run(const ModelConfig& config, const ParamStore& source, DType dtype, 
   m.grads.zero();
   const ModelOutputs out = m.model.forward(packed.inputs(0.9));
   RunResult r{clone(out.logp_N, DType::f64), clone(out.entropy_N, DType::f64), {}};
-  m.model.backward(w.a_N, w.b_N);
+  m.model.backward({w.a_N, w.b_N});
   for (const auto& e : m.params.layout().entries()) r.grads.push_back(clone(m.grads.get(e.name), DType::f64));
   return r;
 }
@@ -144,10 +144,10 @@ TEST(CausalLm, GradientsAccumulateOverMicroBatches) {
   const auto w = testing::random_loss_weights(packed, DType::f64, 2);
   m.grads.zero();
   m.model.forward(packed.inputs());
-  m.model.backward(w.a_N, w.b_N);
+  m.model.backward({w.a_N, w.b_N});
   const Tensor once = clone(m.grads.flat(), DType::f64);
   m.model.forward(packed.inputs());
-  m.model.backward(w.a_N, w.b_N);
+  m.model.backward({w.a_N, w.b_N});
   const Tensor twice_expected = clone(once, DType::f64);
   for (int64_t i = 0; i < twice_expected.numel(); ++i) twice_expected.data<double>()[i] *= 2;
   rf::testing::expect_close(m.grads.flat(), twice_expected, 1e-14, 0.0, "accumulated gradient");
@@ -166,11 +166,11 @@ TEST(CausalLm, OverwritingLinearWeightGradsEqualsAddingOntoZeros) {
     const auto w = testing::random_loss_weights(packed, DType::f64, 3);
     m.grads.zero();
     m.model.forward(packed.inputs());
-    m.model.backward(w.a_N, w.b_N, kernels::Accumulate::add);
+    m.model.backward({w.a_N, w.b_N}, kernels::Accumulate::add);
     const Tensor added = clone(m.grads.flat(), DType::f64);
     m.grads.zero();
     m.model.forward(packed.inputs());
-    m.model.backward(w.a_N, w.b_N, kernels::Accumulate::overwrite);
+    m.model.backward({w.a_N, w.b_N}, kernels::Accumulate::overwrite);
     rf::testing::expect_close(m.grads.flat(), added, 0.0, 0.0, tied ? "tied" : "untied");
     EXPECT_GT(max_abs(added), 0.0);
   }
@@ -202,10 +202,10 @@ TEST(CausalLm, RejectsBadInputsWithClearErrors) {
 
   ModelUnderTest fresh(config, DType::f64, ref_kernels(), 4);
   const Tensor dlogp({3}, DType::f64);
-  EXPECT_THROW(fresh.model.backward(dlogp, TensorView()), Error);  // no forward yet
+  EXPECT_THROW(fresh.model.backward({dlogp}), Error);  // no forward yet
   fresh.model.forward(pack_sequences({{1, 2, 3}}).inputs());
   const Tensor wrong_dtype({3}, DType::f32);
-  EXPECT_THROW(fresh.model.backward(wrong_dtype, TensorView()), Error);
+  EXPECT_THROW(fresh.model.backward({wrong_dtype}), Error);
 }
 
 // Writes a safetensors file of f32 tensors (test-only writer; the real one belongs to the HF layer).

@@ -43,7 +43,7 @@ TEST_P(MicroModelGradients, EveryCoordinateMatchesFiniteDifferences) {
 
   m.grads.zero();
   m.model.forward(inputs);
-  m.model.backward(weights.a_N, weights.b_N);
+  m.model.backward({weights.a_N, weights.b_N});
   auto loss = [&] { return testing::weighted_loss(m.model.forward(inputs), weights); };
   for (const auto& e : m.params.layout().entries())
     rf::testing::expect_gradient_matches_fd(loss, m.params.get(e.name), m.grads.get(e.name), e.name);

@@ -84,7 +84,7 @@ TEST_F(ReferenceModels, F64ForwardAndBackwardMatchHuggingFace) {
 
     m.grads.zero();
     const Tensor dlogp = seq_sum_loss_grad(packed, DType::f64);
-    m.model.backward(dlogp, TensorView());
+    m.model.backward({dlogp});
     const formats::SafetensorsReader expected_grads(dir + "/expected_grads.safetensors");
     EXPECT_NEAR(load_f64(expected_grads.view("loss"), 0), loss_seq_sum, 1e-6 * loss_seq_sum);
     int checked = 0;
@@ -152,7 +152,7 @@ TEST_P(ReferenceModelFiniteDifferences, GradientsAgree) {
   auto loss = [&] { return testing::weighted_loss(m.model.forward(inputs), weights); };
   m.grads.zero();
   m.model.forward(inputs);
-  m.model.backward(weights.a_N, weights.b_N);
+  m.model.backward({weights.a_N, weights.b_N});
 
   std::vector<TensorView> params, grads;
   for (const auto& e : m.params.layout().entries()) {

@@ -68,13 +68,13 @@ inline std::vector<engine::TensorMap> step_micro_batches(int step, int64_t first
 }
 
 inline engine::LossOutput token_mean_nll(const engine::TensorMap& mb, const model::ModelOutputs& out,
-                                         const engine::LossContext& ctx, TensorView dlogp_N, TensorView) {
+                                         const engine::LossContext& ctx, const model::OutputGrads& grads) {
   const TensorView mask = mb.get("loss_mask");
   engine::LossOutput result;
   for (int64_t n = 0; n < mask.numel(); ++n) {
     const double m = load_f64(mask, n);
     result.loss -= m * load_f64(out.logp_N, n) / double(ctx.global_num_tokens);
-    dlogp_N.data<float>()[n] = float(-m / double(ctx.global_num_tokens));
+    grads.dlogp_N.data<float>()[n] = float(-m / double(ctx.global_num_tokens));
   }
   return result;
 }

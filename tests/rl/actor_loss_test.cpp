@@ -42,7 +42,7 @@ struct LossRun {
 LossRun run(const rl::ActorLoss& loss, const PackedRows& packed, const engine::LossContext& context) {
   const int64_t N = packed.log_prob_N.numel();
   LossRun r{{}, Tensor({N}, DType::f64), Tensor({N}, DType::f64)};
-  r.output = loss(packed.micro_batch, packed.outputs(), context, r.dlogp_N, r.dentropy_N);
+  r.output = loss(packed.micro_batch, packed.outputs(), context, {r.dlogp_N, r.dentropy_N});
   return r;
 }
 
@@ -192,7 +192,7 @@ TEST(ActorLoss, RejectsBadConfigsAndMicroBatches) {
   model::ModelOutputs no_entropy = packed.outputs();
   no_entropy.entropy_N = TensorView();
   const rl::ActorLoss with_entropy_term(config);
-  expect_error_containing([&] { with_entropy_term(packed.micro_batch, no_entropy, context, dlogp, {}); },
+  expect_error_containing([&] { with_entropy_term(packed.micro_batch, no_entropy, context, {dlogp}); },
                           "EntropyOutput::compute");
   config = {};
   config.use_kl_loss = true;
@@ -201,11 +201,11 @@ TEST(ActorLoss, RejectsBadConfigsAndMicroBatches) {
     if (name != "ref_log_prob")
       without_ref.set(name, clone(packed.micro_batch.get(name), packed.micro_batch.get(name).dtype()));
   const rl::ActorLoss with_kl_term(config);
-  expect_error_containing([&] { with_kl_term(without_ref, packed.outputs(), context, dlogp, {}); }, "ref_log_prob");
+  expect_error_containing([&] { with_kl_term(without_ref, packed.outputs(), context, {dlogp}); }, "ref_log_prob");
   model::ModelOutputs short_outputs = packed.outputs();
   short_outputs.logp_N = short_outputs.logp_N.slice(0, 0, N - 1);
   const rl::ActorLoss plain_loss({});
-  expect_error_containing([&] { plain_loss(packed.micro_batch, short_outputs, context, dlogp, {}); }, "log_probs");
+  expect_error_containing([&] { plain_loss(packed.micro_batch, short_outputs, context, {dlogp}); }, "log_probs");
 }
 
 TEST(ActorLoss, IsAnEngineLossFnOverF32Buffers) {
@@ -219,7 +219,7 @@ TEST(ActorLoss, IsAnEngineLossFnOverF32Buffers) {
   const Tensor log_prob = clone(packed.log_prob_N, DType::f32), entropy = clone(packed.entropy_N, DType::f32);
   Tensor dlogp({N}, DType::f32), dentropy({N}, DType::f32);
   const engine::LossOutput out =
-      loss_fn(packed.micro_batch, {log_prob, entropy, TensorView(), 0}, context, dlogp, dentropy);
+      loss_fn(packed.micro_batch, {log_prob, entropy, TensorView(), 0}, context, {dlogp, dentropy});
   EXPECT_NEAR(out.loss, reference.output.loss, 1e-5);
   expect_close(dlogp, reference.dlogp_N, 1e-4, 1e-7, "dlogp_N f32");
   expect_close(dentropy, reference.dentropy_N, 1e-6, 1e-9, "dentropy_N f32");

@@ -114,7 +114,7 @@ TEST(TorchGradReference, ActorLossGradients) {
     Tensor dlogp({N}, DType::f64), dentropy({N}, DType::f64);
     const rl::ActorLoss loss(config);
     const engine::LossOutput out =
-        loss(packed.micro_batch, packed.outputs(), context_of(test_case.at("counts")), dlogp, dentropy);
+        loss(packed.micro_batch, packed.outputs(), context_of(test_case.at("counts")), {dlogp, dentropy});
     expect_near_rel(out.loss, test_case.at("loss").get<double>(), id + " loss");
     for (const char* term : {"pg_loss", "entropy_loss", "kl_loss"})
       expect_near_rel(out.metrics.at(std::string("actor/") + term), test_case.at(term).get<double>(), id + " " + term);

@@ -1,0 +1,56 @@
+// Moving a step's responses and results between the ranks of an RL run whose roles sit on different
+// ranks (device_mapping; rl_roles.h). The controller is SPMD and every rank keeps the whole RlBatch, so
+// each stage ends by bringing what its role computed to every rank of the world:
+//   gather_responses   the rollout's replicas each generated a share of the prompts: every rank ends with
+//                      all responses, in prompt order (one all-gather of byte counts, one all-gather-v);
+//   broadcast_columns  per-token columns computed on one role (old log-probs, entropy, ref log-probs)
+//                      sent from that role's first rank;
+//   broadcast_metrics  a stage's metrics from the rank that computed them (broadcast_scores: the rewards);
+//   WeightStream       the actor's weights, one whole tensor at a time, from the actor's first rank to
+//                      every rank (the rollout's ranks load them into their layout).
+// Bytes are CBOR documents of the response fields (exact for floats): bookkeeping, not activations.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/rlforge/rl_batch.h"
+#include "apps/rlforge/rl_metrics.h"
+#include "dist/process_group.h"
+
+namespace rf::apps {
+
+// `mine` holds this rank's contribution (empty if it has none); returns every rank's, in world-rank order
+// of the contributors, then stably ordered by prompt (`group`).
+RlBatch gather_responses(RlBatch mine, dist::ProcessGroup& world);
+
+// Columns `columns` of every response of `batch` set on every rank to `root`'s values.
+void broadcast_columns(RlBatch& batch, const std::vector<std::vector<float> RlResponse::*>& columns,
+                       dist::ProcessGroup& world, int root);
+
+void broadcast_metrics(Metrics& metrics, dist::ProcessGroup& world, int root);
+
+// Every response's score and reward extras set on every rank to `root`'s, or, when `error` is set on the
+// root (its scoring failed), that error thrown on every rank (so no rank waits for scores that never come).
+void broadcast_scores(RlBatch& batch, const std::optional<std::string>& error, dist::ProcessGroup& world, int root);
+
+// The actor's weights from world rank `root` to every rank. The root's side and the other actor ranks
+// call send() for each tensor, in the same order (their export is collective over the actor's TP group),
+// then finish(); every other rank calls receive(), which returns each tensor to `sink` until the root
+// finishes. Each send is one small broadcast of the name and shape, then the tensor's bytes.
+class WeightStream {
+ public:
+  using Sink = std::function<void(const std::string& name, TensorView full)>;
+  WeightStream(dist::ProcessGroup& world, int root) : world_(world), root_(root) {}
+  void send(const std::string& name, TensorView full);
+  void finish();
+  void receive(const Sink& sink);
+
+ private:
+  dist::ProcessGroup& world_;
+  int root_;
+};
+
+}  // namespace rf::apps

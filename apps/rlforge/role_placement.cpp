@@ -1,0 +1,52 @@
+#include "apps/rlforge/role_placement.h"
+
+#include <algorithm>
+
+#include "apps/rlforge/roll_device_mapping.h"
+#include "core/error.h"
+
+namespace rf::apps {
+namespace {
+
+std::vector<int> ranks_of(const YAML::Node& node, const std::string& key) {
+  if (!node.IsDefined() || node.IsNull()) return {};
+  const std::vector<int64_t> ranks = parse_device_mapping(node, key);
+  if (ranks.empty()) throw ConfigError(key, "names no rank (null puts the role on every rank)");
+  return {ranks.begin(), ranks.end()};
+}
+
+}  // namespace
+
+RolePlacement role_placement(const RlConfig& config, int world_size) {
+  const ActorRolloutRefSection& roles = config.actor_rollout_ref;
+  const std::string prefix = "actor_rollout_ref.";
+  RolePlacement p;
+  p.actor = ranks_of(roles.actor.device_mapping, prefix + "actor.device_mapping");
+  p.rollout = ranks_of(roles.rollout.device_mapping, prefix + "rollout.device_mapping");
+  p.ref = ranks_of(roles.ref.device_mapping, prefix + "ref.device_mapping");
+  if (p.ref.empty()) p.ref = p.actor;
+  std::vector<bool> has_role(size_t(world_size), false);
+  auto check = [&](const std::vector<int>& ranks, const std::string& role, int64_t tp) {
+    const std::string key = prefix + role + ".device_mapping";
+    for (const int r : ranks)
+      if (r >= world_size)
+        throw ConfigError(key, fmt::format("rank {} is outside the world of {} ranks", r, world_size));
+    // (On every rank, the TP size must divide the world: train_command.cpp's check_rl_layout says so.)
+    if (!ranks.empty() && int64_t(ranks.size()) % tp != 0)
+      throw ConfigError(key, fmt::format("{} ranks cannot hold TP groups of {} (the role's tensor_model_parallel_size)",
+                                         ranks.size(), tp));
+    for (int r = 0; r < world_size; ++r)
+      if (ranks.empty() || std::binary_search(ranks.begin(), ranks.end(), r)) has_role[size_t(r)] = true;
+  };
+  check(p.actor, "actor", roles.actor.megatron.tensor_model_parallel_size);
+  check(p.rollout, "rollout", roles.rollout.tensor_model_parallel_size);
+  check(p.ref, "ref", roles.ref.megatron.tensor_model_parallel_size);
+  for (int r = 0; r < world_size; ++r)
+    if (!has_role[size_t(r)])
+      throw ConfigError(prefix + "actor.device_mapping",
+                        fmt::format("rank {} of the {} has no role: place every rank (actor, rollout or ref)", r,
+                                    world_size));
+  return p;
+}
+
+}  // namespace rf::apps
