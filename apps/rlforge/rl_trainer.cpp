@@ -319,7 +319,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
         const Metrics critic = roles.update_critic(batch, step);
         m.insert(critic.begin(), critic.end());
       });
-    // verl's critic warmup: the actor (and so the rollout's weights) stays as it is before this step.
+    // verl's critic warmup: before step critic_warmup only the critic trains (the actor, and so the
+    // rollout's weights, stay as they are).
     if (trainer.critic_warmup <= step) {
       timed("update_actor", [&] {
         const Metrics actor = roles.update_actor(batch, step);
