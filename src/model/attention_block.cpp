@@ -113,7 +113,8 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
     // and saved rotated, so backward runs the attention without RoPE and rotates the gradients back.
     k.rope_forward(rope_, shape.positions_N, p.q_NHD);
     k.rope_forward(rope_, shape.positions_N, p.k_NKD);
-    attention_forward_paged_order(k, shape.cu_seqlens, B, T, p.q_NHD, p.k_NKD, p.v_NKD, attn_NHD, lse_BHT);
+    attention_forward_paged_order(k, shape.cu_seqlens, B, T, p.q_NHD, p.k_NKD, p.v_NKD, attn_NHD, lse_BHT,
+                                  s.paged_order);
   } else {
     k.attention_forward(attention_params(shape), p.q_NHD.reshape({B, T, H_, D_}), p.k_NKD.reshape({B, T, K_, D_}),
                         p.v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT);

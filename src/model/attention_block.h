@@ -17,6 +17,7 @@
 #include "model/layer_context.h"
 #include "model/model_config.h"
 #include "model/paged_batch.h"
+#include "model/paged_order_attention.h"
 
 namespace rf::model {
 
@@ -39,6 +40,7 @@ struct AttentionSaved {
   Tensor q_raw_NHD, k_raw_NKD;  // before q/k norm (qwen3 only)
   Tensor rstd_q_NH, rstd_k_NK;
   Tensor attn_NHD, lse_BHT;
+  PagedOrderScratch paged_order;  // batch-invariant registries only (paged_order_attention.h)
 };
 
 // Gradient scratch shared by all layers (overwritten each layer).

@@ -1,19 +1,20 @@
 #include "model/paged_order_attention.h"
 
 #include <algorithm>
-#include <vector>
 
 namespace rf::model {
 
 void attention_forward_paged_order(const kernels::KernelRegistry& kernels, std::span<const int32_t> cu_seqlens,
                                    int64_t B, int64_t T, TensorView q_NHD, TensorView k_NKD, TensorView v_NKD,
-                                   TensorView out_NHD, TensorView lse_BHT) {
+                                   TensorView out_NHD, TensorView lse_BHT, PagedOrderScratch& scratch) {
   const int64_t H = q_NHD.size(1), K = k_NKD.size(1), D = k_NKD.size(2);
   RF_CHECK(q_NHD.size(0) == B * T && lse_BHT.rank() == 3 && lse_BHT.size(0) == B && lse_BHT.size(1) == H &&
                lse_BHT.size(2) == T,
            "attention_forward_paged_order: q {} and lse {} for B = {}, T = {}", q_NHD.describe(), lse_BHT.describe(),
            B, T);
-  std::vector<int32_t> query_start, context_len, block_table;
+  std::vector<int32_t>& query_start = scratch.query_start;
+  std::vector<int32_t>& context_len = scratch.context_len;
+  std::vector<int32_t>& block_table = scratch.block_table;
   for (int64_t b = 0; b < B; ++b) {
     // Row b's documents as [start, end) offsets inside the row.
     query_start.assign(1, 0);

@@ -12,16 +12,23 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "core/tensor_view.h"
 #include "kernels/kernel_registry.h"
 
 namespace rf::model {
 
+// The kernel's per-row call arguments, kept by the caller between steps so that a training step does not
+// allocate once their capacity has grown to the step's shape.
+struct PagedOrderScratch {
+  std::vector<int32_t> query_start, context_len, block_table;
+};
+
 // out_NHD, lse_BHT written. cu_seqlens: document boundaries on the N axis (kernels/attention.h);
 // empty means each of the B rows is one document.
 void attention_forward_paged_order(const kernels::KernelRegistry& kernels, std::span<const int32_t> cu_seqlens,
                                    int64_t B, int64_t T, TensorView q_NHD, TensorView k_NKD, TensorView v_NKD,
-                                   TensorView out_NHD, TensorView lse_BHT);
+                                   TensorView out_NHD, TensorView lse_BHT, PagedOrderScratch& scratch);
 
 }  // namespace rf::model
