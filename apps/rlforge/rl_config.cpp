@@ -183,14 +183,15 @@ void reject_file_keys(const RlDataConfig& data) {
   reject("shuffle", !data.shuffle);
 }
 
-void check_data(const RlDataConfig& data, const RlTrainerConfig& trainer) {
+// `rule_rewards`: no custom_reward_function, so the rule scorers must know the task's data_source.
+void check_data(const RlDataConfig& data, const RlTrainerConfig& trainer, bool rule_rewards) {
   require_positive("data.max_prompt_length", data.max_prompt_length);
   require_positive("data.max_response_length", data.max_response_length);
   require_positive("data.val_size", data.val_size);
   require_one_of("data.truncation", data.truncation, {"error", "left", "right", "middle"});
   if (!data.train_files) {
     reject_file_keys(data);
-    check_builtin_task(data);
+    if (rule_rewards) check_builtin_task(data);
     return;
   }
   if (data.train_files->empty())
@@ -255,7 +256,7 @@ void RlConfig::validate() const {
   check_rollout(actor_rollout_ref.rollout);
   check_batch_sizes(*this);
   if (uses_critic()) check_critic(*this);
-  check_data(data, trainer);
+  check_data(data, trainer, !custom_reward_function.path);
   check_trainer(trainer, !data.train_files);
   if (!(resources.device_memory_gb > 0))
     throw ConfigError("resources.device_memory_gb", fmt::format("must be positive, got {}", resources.device_memory_gb));
