@@ -13,7 +13,7 @@
 #include "apps/rlforge/commands.h"
 #include "apps/rlforge/tokenizer_builder.h"
 #include "core/error.h"
-#include "data/bpe_tokenizer.h"
+#include "data/load_tokenizer.h"
 #include "model/hf_folder.h"
 #include "model/param_init.h"
 
@@ -94,16 +94,18 @@ int run_init_model(const InitModelOptions& o) {
   std::vector<int64_t> generation_eos;
   std::optional<int64_t> pad;
   if (!o.tokenizer.empty()) {
-    const data::BpeTokenizer tokenizer = data::BpeTokenizer::load(o.tokenizer);  // checks what is copied
-    if (vocab == 0) vocab = tokenizer.vocab_size();
-    if (vocab < tokenizer.vocab_size())
+    // Either kind (a Hugging Face BPE, or the built-in character tokenizer an arith export carries);
+    // loading it checks what is copied.
+    const std::unique_ptr<data::Tokenizer> tokenizer = data::load_tokenizer(o.tokenizer);
+    if (vocab == 0) vocab = tokenizer->vocab_size();
+    if (vocab < tokenizer->vocab_size())
       throw Error(fmt::format("--vocab {} is smaller than the {} ids of the tokenizer in {}", vocab,
-                              tokenizer.vocab_size(), o.tokenizer));
-    if (!tokenizer.eos_id()) throw IoError(o.tokenizer, "the tokenizer has no eos_token (tokenizer_config.json)");
-    bos = tokenizer.bos_id();
-    eos = *tokenizer.eos_id();
+                              tokenizer->vocab_size(), o.tokenizer));
+    if (!tokenizer->eos_id()) throw IoError(o.tokenizer, "the tokenizer has no eos_token (tokenizer_config.json)");
+    bos = tokenizer->bos_id();
+    eos = *tokenizer->eos_id();
     generation_eos = {eos};
-    pad = tokenizer.pad_id();
+    pad = tokenizer->pad_id();
     for (const char* name : model::kHfSideFiles) {
       const fs::path path = fs::path(o.tokenizer) / name;
       if (std::string_view(name) != "generation_config.json" && fs::exists(path))

@@ -209,6 +209,17 @@ void check_data(const RlDataConfig& data, const RlTrainerConfig& trainer, bool r
   require_nonempty("data.reward_fn_key", data.reward_fn_key);
 }
 
+// The reward model's keys, when it is on (reward_model.enable); its folder is checked when it is opened.
+void check_reward_model(const RewardModelSection& rm) {
+  require_one_of("reward_model.strategy", rm.strategy, {"megatron"}, " (rlforge's InferEngine)");
+  if (!rm.model.path)
+    throw ConfigError("reward_model.model.path",
+                      "reward_model.enable is true: name the reward model's HF folder (*ForSequenceClassification)");
+  require_positive("reward_model.micro_batch_size_per_gpu", rm.micro_batch_size_per_gpu);
+  require_positive("reward_model.forward_max_token_len_per_gpu", rm.forward_max_token_len_per_gpu);
+  require_positive("reward_model.max_length", rm.max_length);
+}
+
 void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
   for (const std::string& name : trainer.logger)
     require_one_of("trainer.logger", name, {"console", "jsonl"}, " (wandb, tensorboard, ... are not available)");
@@ -228,6 +239,7 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
   require_positive("trainer.nnodes", trainer.nnodes);
   require_positive("trainer.n_gpus_per_node", trainer.n_gpus_per_node);
   require_positive("trainer.max_actor_ckpt_to_keep", trainer.max_actor_ckpt_to_keep);
+  require_positive("trainer.max_critic_ckpt_to_keep", trainer.max_critic_ckpt_to_keep);
   if (trainer.critic_warmup < 0)
     throw ConfigError("trainer.critic_warmup",
                       fmt::format("must be >= 0 (the step the actor starts training at), got {}", trainer.critic_warmup));
@@ -255,8 +267,13 @@ void RlConfig::validate() const {
   check_actor(actor_rollout_ref.actor);
   check_rollout(actor_rollout_ref.rollout);
   check_batch_sizes(*this);
+  if (algorithm.adv_estimator == "gae" && !uses_critic())
+    throw ConfigError("critic.enable", "false, but algorithm.adv_estimator gae needs the critic's values: enable it "
+                                       "(or null), or pick an estimator without values (grpo, rloo, ...)");
   if (uses_critic()) check_critic(*this);
-  check_data(data, trainer, !custom_reward_function.path);
+  if (reward_model.enable) check_reward_model(reward_model);
+  // With a reward model, the reward function scores validation only.
+  check_data(data, trainer, !custom_reward_function.path && (!reward_model.enable || trainer.test_freq > 0));
   check_trainer(trainer, !data.train_files);
   if (!(resources.device_memory_gb > 0))
     throw ConfigError("resources.device_memory_gb", fmt::format("must be positive, got {}", resources.device_memory_gb));

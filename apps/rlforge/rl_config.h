@@ -3,7 +3,8 @@
 // (each marked "rlforge:" in its description). Known verl keys rlforge does not implement are not
 // fields here: rl_config_policy.h accepts them at verl's default (with a warning) and rejects any
 // other value; keys verl does not know either are errors (bind.h).
-// Sections: actor_rollout_ref.{model, actor, ref, rollout}, critic, data, algorithm, trainer, resources.
+// Sections: actor_rollout_ref.{model, actor, ref, rollout}, critic, data, algorithm, trainer, resources,
+// custom_reward_function, reward_model.
 // critic: verl interpolates several of its keys from the actor's; here those are null and fall back to the
 // actor's value in code (RlConfig::critic_*), and critic.megatron takes every key the user did not set from
 // actor.megatron (train_command.cpp), as verl's ${oc.select:...} does.
@@ -239,6 +240,7 @@ inline optim::OptimConfig critic_optim_defaults() {
 }
 
 struct CriticSection {  // critic: the value model of algorithm.adv_estimator gae, on the actor's ranks
+  std::optional<bool> enable;  // null: built for adv_estimator gae
   std::string strategy = "megatron";
   CriticModelConfig model;
   optim::OptimConfig optim = critic_optim_defaults();
@@ -255,6 +257,8 @@ struct CriticSection {  // critic: the value model of algorithm.adv_estimator ga
 
   template <class Fields>
   void fields(Fields& f) {
+    f("enable", enable,
+      "build and train the critic (null: when algorithm.adv_estimator is gae, which needs its values)");
     f("strategy", strategy, "critic engine: megatron (rlforge's TrainEngine)");
     f("model", model, "the value model");
     f("optim", optim, "the critic's optimizer and learning-rate schedule");
@@ -272,6 +276,53 @@ struct CriticSection {  // critic: the value model of algorithm.adv_estimator ga
     f("loss_agg_mode", loss_agg_mode, "aggregation of the value loss (null: the actor's)");
     f("megatron", megatron,
       "the critic's engine on the actor's ranks: parallel layout, dtype, offload (each key not set: the actor's)");
+  }
+};
+
+struct RewardModelModelConfig {  // reward_model.model
+  std::optional<std::string> path;
+  std::optional<std::string> input_tokenizer;
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("path", path, "HF folder of the reward model: a *ForSequenceClassification one with one label");
+    f("input_tokenizer", input_tokenizer,
+      "the policy's tokenizer folder when the reward model has another tokenizer: each response is decoded "
+      "with it and the chat (prompt messages + the response) re-rendered with the reward model's chat "
+      "template (verl's switch). null (rlforge's default): the reward model reads the rollout's token ids, "
+      "which needs the same tokenizer (checked)");
+  }
+};
+
+struct RewardModelSection {  // reward_model: a model's score replaces the reward function's in training
+  bool enable = false;
+  std::string strategy = "megatron";
+  RewardModelModelConfig model;
+  std::optional<int64_t> micro_batch_size_per_gpu;  // null: the actor's log-prob micro-batch
+  std::optional<bool> use_dynamic_bsz;              // null: the actor's
+  int64_t forward_max_token_len_per_gpu = 32768;
+  std::optional<int64_t> max_length;  // null: prompt + response length
+  engine::EngineConfig megatron;
+  YAML::Node device_mapping;  // role_placement.h
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("enable", enable,
+      "score training responses with the reward model (its score at the last token replaces the reward "
+      "function's, verl's naive manager); validation still scores with the reward function");
+    f("strategy", strategy, "reward model engine: megatron (rlforge's InferEngine)");
+    f("model", model, "the reward model");
+    f("micro_batch_size_per_gpu", micro_batch_size_per_gpu,
+      "responses per forward (null: the actor's log-prob micro-batch)");
+    f("use_dynamic_bsz", use_dynamic_bsz,
+      "pack forwards by tokens up to forward_max_token_len_per_gpu (null: the actor's)");
+    f("forward_max_token_len_per_gpu", forward_max_token_len_per_gpu, "token budget of a forward with use_dynamic_bsz");
+    f("max_length", max_length,
+      "with input_tokenizer: the re-rendered sequence's token limit, longer ones keep their first tokens "
+      "(null: data.max_prompt_length + data.max_response_length)");
+    f("megatron", megatron, "the reward model's layout, dtype and param_offload (each key not set: the actor's)");
+    f("device_mapping", device_mapping,
+      "rlforge (ROLL's device_mapping): the reward model's world ranks (null: the actor's)");
   }
 };
 
@@ -366,6 +417,7 @@ struct RlTrainerConfig {  // trainer
   int64_t critic_warmup = 0;
   std::optional<std::string> default_local_dir;  // null: checkpoints/<project_name>/<experiment_name>
   std::optional<int64_t> max_actor_ckpt_to_keep;
+  std::optional<int64_t> max_critic_ckpt_to_keep;
   std::string device = "cpu";
   bool deterministic = false;
   int num_threads = 0;
@@ -390,6 +442,9 @@ struct RlTrainerConfig {  // trainer
     f("default_local_dir", default_local_dir,
       "run folder: checkpoints, metrics.jsonl, plot (null: checkpoints/<project_name>/<experiment_name>)");
     f("max_actor_ckpt_to_keep", max_actor_ckpt_to_keep, "keep the newest k checkpoints (null: all)");
+    f("max_critic_ckpt_to_keep", max_critic_ckpt_to_keep,
+      "with a critic: keep the newest k of its checkpoints (null: all); a step holds both roles, so it stays "
+      "while either limit keeps it");
     f("device", device, "rlforge default cpu: the device (cpu)");
     f("deterministic", deterministic,
       "rlforge: fixed thread count and batch-invariant kernels on every path: same seed, same metrics");
@@ -441,24 +496,26 @@ struct RlConfig {
   RlTrainerConfig trainer;
   ResourcesConfig resources;
   CustomRewardFunctionSection custom_reward_function;
+  RewardModelSection reward_model;
 
   template <class Fields>
   void fields(Fields& f) {
     f("actor_rollout_ref", actor_rollout_ref, "actor, rollout and reference (the hybrid engine)");
-    f("critic", critic, "the value model (built when algorithm.adv_estimator is gae)");
+    f("critic", critic, "the value model (built when algorithm.adv_estimator is gae, or critic.enable)");
     f("data", data, "prompts");
     f("algorithm", algorithm, "advantages and KL in the reward");
     f("trainer", trainer, "run length, validation, checkpoints, logging");
     f("resources", resources, "memory tiers");
     f("custom_reward_function", custom_reward_function, "a user's reward function in Python (verl's)");
+    f("reward_model", reward_model, "a reward model scoring the training responses");
   }
   // Cross-section checks; ConfigError with the full key path.
   void validate() const;
   std::string run_dir() const;
   int64_t response_length() const;
   int64_t prompt_length() const;
-  // verl instantiates the critic when the estimator needs values (critic.enable null: adv_estimator gae).
-  bool uses_critic() const { return algorithm.adv_estimator == "gae"; }
+  // verl's use_critic: critic.enable when set, else whether the estimator needs values (gae).
+  bool uses_critic() const { return critic.enable.value_or(algorithm.adv_estimator == "gae"); }
   // The critic's keys that follow the actor's when null.
   std::string critic_model_path() const;
   int64_t critic_ppo_mini_batch_size() const;

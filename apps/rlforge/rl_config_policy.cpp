@@ -177,12 +177,10 @@ void add_data_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"apply_chat_template_kwargs", "{}"}});
 }
 
-// The critic's keys beyond rlforge's CriticSection (enable: verl builds the critic for gae when null, as
-// rlforge does).
+// The critic's keys beyond rlforge's CriticSection.
 void add_critic_extras(std::vector<UnimplementedVerlKey>& keys) {
   add(keys, "critic",
-      {{"enable", "null"},
-       {"ppo_micro_batch_size", "null"},
+      {{"ppo_micro_batch_size", "null"},
        {"nccl_timeout", "600"},
        {"load_weight", "true"},
        {"model.override_config.model_config", "{}"},
@@ -195,15 +193,12 @@ void add_critic_extras(std::vector<UnimplementedVerlKey>& keys) {
 
 void add_reward_model(std::vector<UnimplementedVerlKey>& keys) {
   add(keys, "reward_model",
-      {{"enable", "false"},
-       {"enable_resource_pool", "false"},
+      {{"enable_resource_pool", "false"},
        {"n_gpus_per_node", "8"},
        {"nnodes", "0"},
-       {"strategy", "megatron"},
        {"model.trust_remote_code", "false"},
+       {"model.external_lib", "null"},
        {"micro_batch_size", "null"},
-       {"micro_batch_size_per_gpu", "null"},
-       {"max_length", "null"},
        {"reward_manager", "naive"},
        {"launch_reward_fn_async", "false"},
        {"sandbox_fusion.url", "null"},
@@ -213,6 +208,7 @@ void add_reward_model(std::vector<UnimplementedVerlKey>& keys) {
        {"num_workers", "1"},
        {"nccl_timeout", "600"},
        {"load_weight", "true"}});
+  add_megatron_extras(keys, "reward_model", true);
   add_profiler(keys, "reward_model");
   add(keys, "reward_manager", {{"source", "register"}});
 }
@@ -239,7 +235,6 @@ void add_algorithm_and_trainer_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"esi_redundant_time", "0"},
        {"del_local_ckpt_after_load", "false"},
        {"default_hdfs_dir", "null"},
-       {"max_critic_ckpt_to_keep", "null"},
        {"ray_wait_register_center_timeout", "300"},
        {"rollout_data_dir", "null"},
        {"use_legacy_worker_impl", "auto"},

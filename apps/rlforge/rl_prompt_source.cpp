@@ -107,6 +107,7 @@ PromptSource::PromptSource(const RlConfig& config, const SftTokenizer& tokens)
   if (!config.data.train_files) {
     task_ = data::make_task(config.data.builtin_task(), yaml_to_json(config.data.task_kwargs), seed_);
     data_sources_[std::string(task_->name())] = "data.task";
+    validation_data_sources_ = data_sources_;
     return;
   }
   train_ = read_files(*config.data.train_files, "data.train_files");
@@ -140,6 +141,7 @@ std::vector<PromptRow> PromptSource::read_files(const std::vector<std::string>& 
         continue;
       }
       data_sources_.try_emplace(p.data_source, row_name(path, line_number));
+      if (key == "data.val_files") validation_data_sources_.try_emplace(p.data_source, row_name(path, line_number));
       rows.push_back(std::move(p));
     }
     if (in.bad()) throw IoError(path, fmt::format("read failed: {}", std::strerror(errno)));
@@ -162,20 +164,21 @@ PromptRow PromptSource::read_row(const nlohmann::json& row, const std::string& p
   if (!row.contains(prompt_key_))
     throw IoError(path, fmt::format("line {}: missing \"{}\" (data.prompt_key)", line, prompt_key_));
   const nlohmann::json& prompt = row.at(prompt_key_);
-  if (prompt.is_string())
+  if (prompt.is_string()) {
     p.tokens = framing_.prompt_tokens(data::Example{.prompt = prompt.get<std::string>()});
-  else if (prompt.is_array())
-    p.tokens = encode_messages(prompt, path, line);
-  else
+    p.messages = {{"user", prompt.get<std::string>()}};
+  } else if (prompt.is_array()) {
+    p.messages = read_messages(prompt, path, line, prompt_key_);
+    p.tokens = encode_messages(p.messages, path, line);
+  } else
     throw IoError(path, fmt::format("line {}: \"{}\" must be a string or a list of chat messages, got {}", line,
                                     prompt_key_, prompt.type_name()));
   if (p.tokens.empty()) throw IoError(path, fmt::format("line {}: the prompt has no tokens", line));
   return p;
 }
 
-std::vector<int64_t> PromptSource::encode_messages(const nlohmann::json& prompt, const std::string& path,
-                                                   int64_t line) {
-  const std::vector<data::ChatMessage> messages = read_messages(prompt, path, line, prompt_key_);
+std::vector<int64_t> PromptSource::encode_messages(std::span<const data::ChatMessage> messages,
+                                                   const std::string& path, int64_t line) {
   if (!chat_template_) {
     const std::filesystem::path config = std::filesystem::path(tokens_.name) / "tokenizer_config.json";
     std::error_code ec;
@@ -220,7 +223,8 @@ bool PromptSource::fit(std::vector<int64_t>& tokens, const std::string& where) c
 }
 
 PromptRow PromptSource::task_prompt(const data::Example& example) const {
-  PromptRow p{framing_.prompt_tokens(example), std::string(task_->name()), example.ground_truth, nullptr};
+  PromptRow p{framing_.prompt_tokens(example), std::string(task_->name()), example.ground_truth, nullptr,
+              {{"user", example.prompt}}};
   const bool cut = example.prompt.size() > kPromptPreviewChars;
   fit(p.tokens, fmt::format("data.task {}, prompt \"{}{}\"", task_->name(),
                             example.prompt.substr(0, kPromptPreviewChars), cut ? "..." : ""));

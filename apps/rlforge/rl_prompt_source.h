@@ -36,6 +36,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,9 @@ struct PromptRow {
   std::string data_source;      // picks the rule scorer, and groups the validation metrics
   nlohmann::json ground_truth;  // reward_model.ground_truth as the row has it
   nlohmann::json extra_info;    // null when the row has none
+  // The prompt as a conversation (a text prompt: one user message), for a reward model that renders
+  // the chat with a template of its own (reward_model.model.input_tokenizer).
+  std::vector<data::ChatMessage> messages;
 };
 
 class PromptSource {
@@ -72,13 +76,17 @@ class PromptSource {
   // Every data_source of the training and validation prompts -> where it first appears
   // ("<file>: line <k>", or "data.task"), for the trainer's scorers and their errors.
   const std::map<std::string, std::string>& data_sources() const { return data_sources_; }
+  // Those of the validation prompts only (the ones a reward function scores when a reward model scores
+  // the training responses).
+  const std::map<std::string, std::string>& validation_data_sources() const { return validation_data_sources_; }
 
  private:
   // Every row of `paths` (the config key `key` lists them), tokenized and length-checked.
   std::vector<PromptRow> read_files(const std::vector<std::string>& paths, const std::string& key);
   // One row's columns and its prompt's tokens; IoError naming the file, the line and the column.
   PromptRow read_row(const nlohmann::json& row, const std::string& path, int64_t line);
-  std::vector<int64_t> encode_messages(const nlohmann::json& prompt, const std::string& path, int64_t line);
+  std::vector<int64_t> encode_messages(std::span<const data::ChatMessage> messages, const std::string& path,
+                                       int64_t line);
   PromptRow task_prompt(const data::Example& example) const;
   // Applies the length rule to `tokens`; false when the prompt is to be dropped (filter_overlong_prompts).
   bool fit(std::vector<int64_t>& tokens, const std::string& where) const;
@@ -92,7 +100,7 @@ class PromptSource {
   std::optional<data::ChatTemplate> chat_template_;  // read when a row first needs it
   std::unique_ptr<data::Task> task_;                 // the built-in task, or null for JSONL files
   std::vector<PromptRow> train_, val_;               // JSONL rows, tokenized
-  std::map<std::string, std::string> data_sources_;
+  std::map<std::string, std::string> data_sources_, validation_data_sources_;
   std::string limit_key_;  // the key that sets the prompt limit, for messages
   int64_t max_prompt_length_;
   Truncation truncation_;

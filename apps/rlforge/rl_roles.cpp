@@ -83,20 +83,6 @@ rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
           .max_response_length = config.response_length()};
 }
 
-// critic.model.path's model under a value head of one output: a *ForTokenClassification folder is a
-// critic already; an LM's backbone gets a new head (verl's critic from the actor's model).
-model::ModelConfig critic_model_config(const std::string& dir) {
-  model::ModelConfig c = model::HfModelFolder::open(dir).config;
-  if (c.head == model::HeadKind::score || (c.head == model::HeadKind::value && c.num_labels != 1))
-    throw ConfigError("critic.model.path",
-                      fmt::format("'{}' is a {} model with {} labels: expected an LM, or a value model "
-                                  "(*ForTokenClassification) with one label",
-                                  dir, model::head_name(c.head), c.num_labels));
-  c.head = model::HeadKind::value;
-  c.num_labels = 1;
-  return c;
-}
-
 // A role's micro-batch cut: `micro` responses (null: its DP share of a mini-batch of
 // `mini_batch_responses` in one), or by tokens up to `max_tokens` with `dynamic` (use_dynamic_bsz).
 MicroBatching role_batching(int64_t mini_batch_responses, std::optional<int64_t> micro, bool dynamic,
@@ -219,6 +205,19 @@ engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollou
   return p;
 }
 
+model::HfModelFolder critic_hf_folder(const RlConfig& config) {
+  const std::string dir = config.critic_model_path();
+  model::HfModelFolder folder = model::HfModelFolder::open(dir);
+  const model::ModelConfig& c = folder.config;
+  if (c.head == model::HeadKind::score || (c.head == model::HeadKind::value && c.num_labels != 1))
+    throw ConfigError("critic.model.path",
+                      fmt::format("'{}' is a {} model with {} labels: expected an LM, or a value model "
+                                  "(*ForTokenClassification) with one label",
+                                  dir, model::head_name(c.head), c.num_labels));
+  if (c.head == model::HeadKind::lm) folder.set_head(model::HeadKind::value, 1);
+  return folder;
+}
+
 RlRoles::RoleRanks::RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name)
     : world_(world), member_(true), root_(0) {
   const bool all = ranks.empty() || int(ranks.size()) == world.size();
@@ -242,11 +241,15 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
       actor_role_(world, placement.actor, "actor"),
       rollout_role_(world, placement.rollout, "rollout"),
       ref_role_(world, placement.ref.empty() ? placement.actor : placement.ref, "ref"),
+      reward_model_role_(world, placement.reward_model.empty() ? placement.actor : placement.reward_model,
+                         "reward_model"),
       actor_parallel_(role_context(config.actor_rollout_ref.actor.megatron, actor_role_)),
       rollout_parallel_(role_context(rollout_layout(config.actor_rollout_ref.rollout), rollout_role_)),
       ref_parallel_(role_context(config.actor_rollout_ref.ref.megatron, ref_role_)),
       critic_parallel_(config.uses_critic() ? role_context(config.critic.megatron, actor_role_)
                                             : dist::ParallelContext::single_process()),
+      reward_model_parallel_(config.reward_model.enable ? role_context(config.reward_model.megatron, reward_model_role_)
+                                                        : dist::ParallelContext::single_process()),
       // Deterministic mode: every path batch-invariant (the rollout's always is).
       kernels_(kernel_config(config.trainer.deterministic)),
       rollout_kernels_(kernel_config(true)),
@@ -278,6 +281,16 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   if (uses_ref_ && ref_role_.member())
     ref_ = std::make_unique<engine::InferEngine>(config.actor_rollout_ref.ref.megatron, model_config, kernels_,
                                                  ref_parallel_, tracker, capacity);
+  if (config.reward_model.enable) {
+    const RewardModelSection& rm = config.reward_model;
+    reward_model_batching_ = {rm.micro_batch_size_per_gpu.value_or(log_prob_responses),
+                              rm.use_dynamic_bsz.value_or(a.use_dynamic_bsz) ? rm.forward_max_token_len_per_gpu : 0};
+    if (reward_model_role_.member())
+      reward_model_ = std::make_unique<engine::InferEngine>(
+          rm.megatron, model::HfModelFolder::open(*rm.model.path).config, kernels_, reward_model_parallel_, tracker,
+          engine_capacity(reward_model_batching_, reward_model_batching_.responses,
+                          std::max(longest, rm.max_length.value_or(0))));
+  }
   if (!config.uses_critic()) return;
   critic_loss_.emplace(critic_loss_config(config));
   critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
@@ -287,7 +300,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
     optim::OptimConfig optim = config.critic.optim;
     optim.total_training_steps = config.trainer.total_training_steps;
     critic_ = std::make_unique<engine::TrainEngine>(config.critic.megatron, optim,
-                                                    critic_model_config(config.critic_model_path()), kernels_,
+                                                    critic_hf_folder(config).config, kernels_,
                                                     critic_parallel_, tracker,
                                                     engine_capacity(critic_batching_, critic_batching_.responses, longest));
   }
@@ -296,6 +309,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
 void RlRoles::load_initial_weights(const std::string& model_dir) {
   if (actor_) actor_->load_hf_weights(model_dir);
   if (ref_) ref_->load_hf_weights(model_dir);
+  if (reward_model_) reward_model_->load_hf_weights(*config_.reward_model.model.path);
   if (!critic_) return;
   const std::string critic_dir = config_.critic.model.path.value_or(model_dir);
   if (model::HfModelFolder::open(critic_dir).config.head == model::HeadKind::value)
@@ -377,6 +391,26 @@ void RlRoles::compute_ref(RlBatch& batch) {
       read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
   }
   if (!ref_role_.everywhere()) broadcast_columns(batch, {&RlResponse::ref_log_prob}, world_, ref_role_.root());
+}
+
+void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
+  if (reward_model_) {
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(sequences, iota(int64_t(sequences.size())), reward_model_batching_.responses,
+                            reward_model_batching_.max_tokens);
+    const std::vector<engine::TensorMap> mbs = forward_micro_batches(sequences, groups);
+    const std::vector<engine::TensorMap> out = reward_model_->compute_values(mbs);
+    if (config_.reward_model.megatron.param_offload) reward_model_->offload();
+    for (size_t m = 0; m < groups.size(); ++m) {
+      const Tensor scores_D = engine::last_token_values(out[m].get("values"), mbs[m].cu_seqlens());
+      for (size_t d = 0; d < groups[m].size(); ++d) {
+        RlResponse& r = batch[size_t(groups[m][d])];
+        r.score = scores_D.data<float>()[d];
+        r.reward_extra.clear();
+      }
+    }
+  }
+  if (!reward_model_role_.everywhere()) broadcast_scores(batch, std::nullopt, world_, reward_model_role_.root());
 }
 
 void RlRoles::compute_values(RlBatch& batch) {

@@ -1,10 +1,12 @@
 // The roles of an RL run on the hybrid engine (DESIGN §5, spec verl.md §3): the actor (TrainEngine),
 // the rollout (RolloutEngine, its own TP layout and a batch-invariant kernel registry), when a KL
 // term needs it the reference (InferEngine), and with adv_estimator gae the critic (a TrainEngine over a
-// value model: critic.model.path's backbone under a value head), all on every rank of the world. Each
-// method is one stage of the step, a collective over the ranks:
+// value model: critic.model.path's backbone under a value head), with reward_model.enable the reward
+// model (InferEngine over a one-label sequence classifier), all on every rank of the world. Each method is
+// one stage of the step, a collective over the ranks:
 //   generate         gen: n responses per prompt (the KV cache is resumed for it and, with
 //                    free_cache_engine, released afterwards)
+//   compute_rm_scores each response's score: the reward model's output at its sequence's last token
 //   compute_log_prob old_log_prob (+ entropy) with the actor, at the rollout temperature
 //   compute_ref      ref_log_prob with the reference
 //   compute_values   values with the critic
@@ -13,7 +15,7 @@
 //   sync_weights     the actor's weights streamed into the rollout's layout, one tensor at a time
 // Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
 // the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
-// reference after its pass, the critic after its values pass (its weights) and its update (all it has);
+// reference and the reward model after their passes, the critic after its values pass (its weights) and its update (all it has);
 // each engine brings back what a stage needs (engine/offload_set.h).
 // Placement (device_mapping, RolePlacement): by default every role is on every rank (verl's hybrid
 // engine); a role may instead sit on a subset of the world's ranks, with its own sub-communicator and its
@@ -39,6 +41,7 @@
 #include "engine/infer_engine.h"
 #include "engine/rollout/rollout_engine.h"
 #include "engine/train_engine.h"
+#include "model/hf_folder.h"
 #include "rl/actor_loss.h"
 #include "rl/critic_loss.h"
 
@@ -73,6 +76,9 @@ class RlRoles {
   // response tokens with loss_agg_mode).
   Metrics compute_log_prob(RlBatch& batch);
   void compute_ref(RlBatch& batch);
+  // Sets each response's score (its reward extras cleared) to the reward model's score of the same
+  // response of `sequences` (rl_reward_model_input.h), on every rank (needs has_reward_model()).
+  void compute_rm_scores(RlBatch& batch, const RlBatch& sequences);
   // Fills values (needs a critic: has_critic()).
   void compute_values(RlBatch& batch);
   // Returns the critic's metrics (critic/vf_loss, vf_clipfrac, vpred_mean averaged over mini-batches) and
@@ -84,6 +90,7 @@ class RlRoles {
 
   bool has_ref() const { return uses_ref_; }
   bool has_critic() const { return critic_loss_.has_value(); }
+  bool has_reward_model() const { return config_.reward_model.enable; }
   // The actor's engine, its ranks' group and context: only on the actor's ranks (in_actor()).
   bool in_actor() const { return actor_ != nullptr; }
   engine::TrainEngine& actor() { return *actor_; }
@@ -92,6 +99,7 @@ class RlRoles {
   // The critic's engine: only on the actor's ranks of a run with a critic (in_critic()).
   bool in_critic() const { return critic_ != nullptr; }
   engine::TrainEngine& critic() { return *critic_; }
+  dist::ParallelContext& critic_parallel() { return critic_parallel_; }
 
  private:
   // One role's ranks: the world, or a sub-communicator of the ranks it was placed on.
@@ -114,20 +122,27 @@ class RlRoles {
 
   const RlConfig& config_;
   dist::ProcessGroup& world_;
-  RoleRanks actor_role_, rollout_role_, ref_role_;  // the critic's ranks are the actor's
-  // Single-process off the role (and the critic's without a critic).
-  dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_, critic_parallel_;
+  RoleRanks actor_role_, rollout_role_, ref_role_, reward_model_role_;  // the critic's ranks are the actor's
+  // Single-process off the role (and the critic's without a critic, the reward model's without one).
+  dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_, critic_parallel_, reward_model_parallel_;
   kernels::KernelRegistry kernels_, rollout_kernels_;
   std::unique_ptr<engine::TrainEngine> actor_;
   std::unique_ptr<engine::rollout::RolloutEngine> rollout_;
   std::unique_ptr<engine::InferEngine> ref_;
   std::unique_ptr<engine::TrainEngine> critic_;
+  std::unique_ptr<engine::InferEngine> reward_model_;
   rl::ActorLoss actor_loss_;
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
   bool uses_ref_;        // a KL term needs the reference
   double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature
-  MicroBatching actor_batching_, critic_batching_;
+  MicroBatching actor_batching_, critic_batching_, reward_model_batching_;
 };
+
+// The critic's model folder: critic.model.path's (a *ForTokenClassification folder is a critic already;
+// an LM's backbone gets a new value head of one output, verl's critic from the actor's model). What
+// the critic's checkpoints export (critic_huggingface/). ConfigError naming critic.model.path for a
+// reward model or a value model of several labels.
+model::HfModelFolder critic_hf_folder(const RlConfig& config);
 
 // The rollout's sampling parameters from actor_rollout_ref.rollout (train: its keys; validation: val_kwargs).
 engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& rollout, int64_t response_length,

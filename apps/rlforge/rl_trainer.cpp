@@ -9,6 +9,7 @@
 #include "apps/rlforge/metrics_plot.h"
 #include "apps/rlforge/rl_advantages.h"
 #include "apps/rlforge/rl_prompt_source.h"
+#include "apps/rlforge/rl_reward_model_input.h"
 #include "apps/rlforge/rl_roles.h"
 #include "apps/rlforge/rl_transfer.h"
 #include "apps/rlforge/role_placement.h"
@@ -49,8 +50,9 @@ SftTokenizer make_tokenizer(const RlConfig& config, const model::HfModelFolder& 
 
 // The reward function (rl/rewards/reward_function.h): a user's verl-style Python file
 // (custom_reward_function), else the rule scorer of each row's data_source (verl's default_compute_score
-// dispatch), every data_source checked here, before training: an unknown one is make_rule_scorer's
-// ConfigError, with the row it first appears in. Only the scoring rank (world rank 0) builds it.
+// dispatch), every data_source it will score checked here, before training: an unknown one is
+// make_rule_scorer's ConfigError, with the row it first appears in. With a reward model it scores the
+// validation prompts only. Only the scoring rank (world rank 0) builds it.
 std::unique_ptr<rl::RewardFunction> make_reward_function(const RlConfig& config, const PromptSource& prompts) {
   const CustomRewardFunctionSection& c = config.custom_reward_function;
   if (c.path) {
@@ -64,7 +66,11 @@ std::unique_ptr<rl::RewardFunction> make_reward_function(const RlConfig& config,
     python.on_error = rl::parse_failure_policy(c.on_error);
     return std::make_unique<rl::PythonRewardFunction>(std::move(python));
   }
-  for (const auto& [data_source, where] : prompts.data_sources()) {
+  const bool validation_only = config.reward_model.enable;
+  const bool validates = config.trainer.test_freq > 0;
+  if (validation_only && !validates) return std::make_unique<rl::RuleRewardFunction>();  // never called
+  for (const auto& [data_source, where] :
+       validation_only ? prompts.validation_data_sources() : prompts.data_sources()) {
     try {
       rl::make_rule_scorer(data_source);
     } catch (const ConfigError& error) {
@@ -191,7 +197,16 @@ std::optional<int64_t> resume_step(const RlTrainerConfig& t, const std::string& 
   return std::stoll(path.substr(at + 12));
 }
 
-// Deletes all but the newest `keep` global_step_<k> folders (trainer.max_actor_ckpt_to_keep).
+// How many global_step_<k> folders to keep (null: all): the actor's limit, or with a critic the larger
+// of the two roles' limits, since one step folder holds both (one manifest, resumed as a whole).
+std::optional<int64_t> checkpoints_to_keep(const RlConfig& config) {
+  const RlTrainerConfig& t = config.trainer;
+  if (!config.uses_critic() || !t.max_actor_ckpt_to_keep) return t.max_actor_ckpt_to_keep;
+  if (!t.max_critic_ckpt_to_keep) return std::nullopt;
+  return std::max(*t.max_actor_ckpt_to_keep, *t.max_critic_ckpt_to_keep);
+}
+
+// Deletes all but the newest `keep` global_step_<k> folders.
 void prune_checkpoints(const std::string& run_dir, std::optional<int64_t> keep) {
   if (!keep || *keep <= 0) return;
   std::vector<std::pair<int64_t, std::filesystem::path>> steps;
@@ -221,6 +236,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   const SftTokenizer tokens = make_tokenizer(config, folder);
   const PromptSource prompts(config, tokens);
   const std::unique_ptr<rl::RewardFunction> reward = lead ? make_reward_function(config, prompts) : nullptr;
+  std::optional<RewardModelInput> reward_model_input =
+      config.reward_model.enable ? std::make_optional<RewardModelInput>(config, tokens, folder) : std::nullopt;
   const int64_t num_candidates = std::min(folder.config.vocab_size, tokens.tokenizer->vocab_size());
 
   const std::string run_dir = config.run_dir();
@@ -231,6 +248,9 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   }
   MemoryTracker tracker;
   RlRoles roles(config, folder.config, world, tracker, role_placement(config, world.size()));
+  // What the critic's checkpoints export as a Hugging Face folder (critic_huggingface/).
+  const std::optional<model::HfModelFolder> critic_folder =
+      config.uses_critic() ? std::make_optional(critic_hf_folder(config)) : std::nullopt;
   roles.load_initial_weights(model_dir);
 
   data::DataCursor cursor = prompts.start();
@@ -301,6 +321,11 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
                              train_sampling(rollout, config.response_length(), seed), tokens.stop_ids, num_candidates);
     });
     timed("reward", [&] {
+      // verl's naive reward manager returns the reward model's scores when there are any.
+      if (reward_model_input) {
+        roles.compute_rm_scores(batch, reward_model_input->sequences(batch, batch_prompts));
+        return;
+      }
       const int64_t failed = score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, world);
       if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
     });
@@ -353,14 +378,18 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
         dist::ProcessGroup& actor_ranks = roles.actor_group();
         checkpoint::CheckpointWriter writer(run_dir, step, actor_ranks);
         roles.actor().save_checkpoint(writer, kActor);
-        if (roles.in_critic()) roles.critic().save_checkpoint(writer, kCritic);  // on the actor's ranks
         engine::add_hf_export(writer, folder, roles.actor().master_weights(), roles.actor_parallel());
+        if (roles.in_critic()) {  // on the actor's ranks
+          roles.critic().save_checkpoint(writer, kCritic);
+          engine::add_hf_export(writer, *critic_folder, roles.critic().master_weights(), roles.critic_parallel(),
+                                "critic_huggingface");
+        }
         if (actor_ranks.rank() == 0)
           writer.add_json("trainer", "state",
                           nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()},
                                          {"kl_coef", kl_controller.value()}});
         writer.commit();
-        if (actor_ranks.rank() == 0) prune_checkpoints(run_dir, trainer.max_actor_ckpt_to_keep);
+        if (actor_ranks.rank() == 0) prune_checkpoints(run_dir, checkpoints_to_keep(config));
       });
     }
     int64_t step_tokens = 0;

@@ -25,9 +25,10 @@ RolePlacement role_placement(const RlConfig& config, int world_size) {
   p.rollout = ranks_of(roles.rollout.device_mapping, prefix + "rollout.device_mapping");
   p.ref = ranks_of(roles.ref.device_mapping, prefix + "ref.device_mapping");
   if (p.ref.empty()) p.ref = p.actor;
+  p.reward_model = ranks_of(config.reward_model.device_mapping, "reward_model.device_mapping");
+  if (p.reward_model.empty()) p.reward_model = p.actor;
   std::vector<bool> has_role(size_t(world_size), false);
-  auto check = [&](const std::vector<int>& ranks, const std::string& role, int64_t tp) {
-    const std::string key = prefix + role + ".device_mapping";
+  auto check = [&](const std::vector<int>& ranks, const std::string& key, int64_t tp) {
     for (const int r : ranks)
       if (r >= world_size)
         throw ConfigError(key, fmt::format("rank {} is outside the world of {} ranks", r, world_size));
@@ -38,13 +39,15 @@ RolePlacement role_placement(const RlConfig& config, int world_size) {
     for (int r = 0; r < world_size; ++r)
       if (ranks.empty() || std::binary_search(ranks.begin(), ranks.end(), r)) has_role[size_t(r)] = true;
   };
-  check(p.actor, "actor", roles.actor.megatron.tensor_model_parallel_size);
-  check(p.rollout, "rollout", roles.rollout.tensor_model_parallel_size);
-  check(p.ref, "ref", roles.ref.megatron.tensor_model_parallel_size);
+  check(p.actor, prefix + "actor.device_mapping", roles.actor.megatron.tensor_model_parallel_size);
+  check(p.rollout, prefix + "rollout.device_mapping", roles.rollout.tensor_model_parallel_size);
+  check(p.ref, prefix + "ref.device_mapping", roles.ref.megatron.tensor_model_parallel_size);
+  if (config.reward_model.enable)
+    check(p.reward_model, "reward_model.device_mapping", config.reward_model.megatron.tensor_model_parallel_size);
   for (int r = 0; r < world_size; ++r)
     if (!has_role[size_t(r)])
       throw ConfigError(prefix + "actor.device_mapping",
-                        fmt::format("rank {} of the {} has no role: place every rank (actor, rollout or ref)", r,
+                        fmt::format("rank {} of the {} has no role: place every rank (actor, rollout, ref or reward_model)", r,
                                     world_size));
   return p;
 }

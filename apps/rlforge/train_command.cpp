@@ -17,8 +17,9 @@ namespace rf::apps {
 namespace {
 
 // verl's ref.megatron and critic.megatron interpolate their parallel sizes, dtype, seed and offload from
-// the actor's (${oc.select:actor_rollout_ref.actor.megatron...}): every key of the role's megatron block
-// (`role`: actor_rollout_ref.ref or critic) the user did not set, in the file (`in_file`, the block as the
+// the actor's (${oc.select:actor_rollout_ref.actor.megatron...}), and rlforge's reward_model.megatron does
+// the same: every key of the role's megatron block (`role`: actor_rollout_ref.ref, critic or
+// reward_model) the user did not set, in the file (`in_file`, the block as the
 // file wrote it) or by an override, takes the actor's resolved value.
 void megatron_follows_actor(config::ConfigTree& tree, const std::string& role, const YAML::Node& in_file,
                             const std::vector<std::string>& overrides) {
@@ -53,12 +54,14 @@ RlConfig load_rl_config(const std::string& config_path, const std::vector<std::s
                                            config_path);
   const YAML::Node ref_in_file = megatron_in_file(tree, "actor_rollout_ref.ref");
   const YAML::Node critic_in_file = megatron_in_file(tree, "critic");
+  const YAML::Node reward_model_in_file = megatron_in_file(tree, "reward_model");
   const RlConfig defaults;
   tree.merge_defaults(config::to_yaml(defaults));
   tree.apply_overrides(reach_unimplemented_verl_keys(overrides));
   apply_verl_key_policy(tree);
   megatron_follows_actor(tree, "actor_rollout_ref.ref", ref_in_file, overrides);
   megatron_follows_actor(tree, "critic", critic_in_file, overrides);
+  megatron_follows_actor(tree, "reward_model", reward_model_in_file, overrides);
   return config::bind<RlConfig>(tree.root(), "");
 }
 
@@ -87,6 +90,9 @@ void check_rl_layout(const RlConfig& config, int world_size) {
            placement.ref);
   check_tp("actor_rollout_ref.rollout.tensor_model_parallel_size", roles.rollout.tensor_model_parallel_size,
            placement.rollout);
+  if (config.reward_model.enable)
+    check_tp("reward_model.megatron.tensor_model_parallel_size", config.reward_model.megatron.tensor_model_parallel_size,
+             placement.reward_model);
   const int64_t actor_ranks = placement.actor.empty() ? world_size : int64_t(placement.actor.size());
   check_mini_batch_split("actor_rollout_ref.actor.ppo_mini_batch_size", roles.actor.ppo_mini_batch_size,
                          roles.rollout.n, actor_ranks / roles.actor.megatron.tensor_model_parallel_size);

@@ -74,9 +74,12 @@ void rethrow_under(const ConfigError& error, const std::string& path) {
 }
 
 bool read_bool(const YAML::Node& node, const std::string& path) {
-  // Only YAML 1.2's spellings: yes/no/on/off (YAML 1.1) are too easy to get by accident.
-  if (node.IsScalar() && node.Scalar() == "true") return true;
-  if (node.IsScalar() && node.Scalar() == "false") return false;
+  // YAML 1.2's core-schema spellings (verl's files, written from Python, say True and False); yes/no/on/off
+  // (YAML 1.1) are too easy to get by accident.
+  if (!node.IsScalar()) throw_expected(path, "true or false", node);
+  const std::string& text = node.Scalar();
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
   throw_expected(path, "true or false", node);
 }
 

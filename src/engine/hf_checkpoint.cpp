@@ -56,9 +56,10 @@ std::vector<checkpoint::ShardedTensor> in_stored_dtypes(const model::HfModelFold
 
 // What the weights alone do not say about the folder, in the huggingface/ component: config.json
 // whole, the side files, and the document hf_folder.
-void add_hf_folder_record(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder) {
-  writer.add_file(kHfComponent, "config.json", model::hf_config_text(folder.config_json));
-  for (const auto& [name, contents] : folder.side_files) writer.add_file(kHfComponent, name, contents);
+void add_hf_folder_record(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
+                          const std::string& component = kHfComponent) {
+  writer.add_file(component, "config.json", model::hf_config_text(folder.config_json));
+  for (const auto& [name, contents] : folder.side_files) writer.add_file(component, name, contents);
   nlohmann::json dtypes = nlohmann::json::object();
   for (const auto& [name, dtype] : folder.weight_dtypes) dtypes[name] = model::torch_dtype_name(dtype);
   nlohmann::json record = {{"weight_dtypes", dtypes}, {"weight_metadata", folder.weight_metadata}};
@@ -66,7 +67,7 @@ void add_hf_folder_record(checkpoint::CheckpointWriter& writer, const model::HfM
     record["weight_files"] = folder.weight_split->file_of;
     if (folder.weight_split->index) record["weight_index"] = *folder.weight_split->index;
   }
-  writer.add_json(kHfComponent, kHfFolderDoc, record);
+  writer.add_json(component, kHfFolderDoc, record);
 }
 
 }  // namespace
@@ -105,14 +106,15 @@ void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& ta
 }
 
 void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
-                   const model::ParamStore& params, const dist::ParallelContext& parallel) {
+                   const model::ParamStore& params, const dist::ParallelContext& parallel,
+                   const std::string& component) {
   if (parallel.dp().rank() != 0) return;  // the other DP replicas hold the same weights
   const bool writes = parallel.role().rank() == 0;
   std::vector<Tensor> owned;
   const auto shards = in_stored_dtypes(folder, params, parallel.tp(), writes, owned);
   if (!writes) return;
-  writer.add_tensors(kHfComponent, "model", shards);
-  add_hf_folder_record(writer, folder);
+  writer.add_tensors(component, "model", shards);
+  add_hf_folder_record(writer, folder, component);
 }
 
 void checkpoint_to_hf_folder(const CheckpointStep& source, const std::string& hf_dir,

@@ -2,6 +2,7 @@
 // by its full dotted path, validate() re-keyed under the struct's path, and to_yaml round trips.
 #include "config/bind.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -193,8 +194,16 @@ TEST(BindErrors, IntegersRejectFractionsAndOutOfRangeValues) {
   expect_error("seed: 18446744073709551616", "cfg.seed", "expected an integer in [0, 18446744073709551615]");
 }
 
+TEST(Bind, BoolsTakeTheYaml12CoreSpellings) {
+  for (const char* text : {"true", "True", "TRUE"})
+    EXPECT_TRUE(bind<AllTypesConfig>(YAML::Load(fmt::format("use_kl: {}", text)), "cfg").use_kl) << text;
+  for (const char* text : {"false", "False", "FALSE"})
+    EXPECT_FALSE(bind<AllTypesConfig>(YAML::Load(fmt::format("use_kl: {}", text)), "cfg").use_kl) << text;
+}
+
 TEST(BindErrors, BoolsAcceptOnlyTrueAndFalse) {
   expect_error("use_kl: yes", "cfg.use_kl", "expected true or false, got 'yes'");
+  expect_error("use_kl: tRUE", "cfg.use_kl", "expected true or false, got 'tRUE'");
   expect_error("use_kl: 1", "cfg.use_kl", "expected true or false, got '1'");
   expect_error("flags: [true, on]", "cfg.flags[1]", "expected true or false, got 'on'");
 }

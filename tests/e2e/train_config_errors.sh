@@ -64,8 +64,8 @@ refused bad_truncation "data.truncation: 'top': expected error or left or right 
 refused file_key_with_task "data.shuffle: applies to the rows of data.train_files; a built-in task" data.shuffle=false
 refused task_and_files "data.task: a built-in task and data.train_files exclude each other" \
   "data.train_files=[$SCRATCH/train.jsonl]"
-refused verl_key_critic_enable "critic.enable: verl's key is not implemented by rlforge; only its default null is \
-accepted, got true" +critic.enable=true
+refused verl_key_critic_load_weight "critic.load_weight: verl's key is not implemented by rlforge; only its default \
+true is accepted, got false" critic.load_weight=false
 refused vllm_rollout "actor_rollout_ref.rollout.name: 'vllm': expected rlforge (rlforge's own engine; vllm, sglang \
 and trtllm are not available here)" actor_rollout_ref.rollout.name=vllm
 refused critic_warmup "trainer.critic_warmup: must be >= 0 (the step the actor starts training at), got -1" \
@@ -83,9 +83,9 @@ refused rollout_tp_not_dividing_world \
 # file (verl's sections rlforge has no part of), some as overrides, which reach them as in verl.
 cat examples/grpo_arith.yaml - > "$SCRATCH/verl_style.yaml" <<'EOF'
 critic:
-  enable: null
+  nccl_timeout: 600
   checkpoint: {async_save: false}
-reward_model: {enable: False}
+reward_model: {enable: False, reward_manager: naive}
 ray_kwargs: {ray_init: {num_cpus: ~}}
 EOF
 "$RLFORGE" train --config "$SCRATCH/verl_style.yaml" --check-config trainer.default_local_dir="$SCRATCH/ok" \
@@ -95,7 +95,7 @@ EOF
   > "$SCRATCH/resolved.yaml" 2> "$SCRATCH/warnings.log" || fail "verl keys at their defaults were refused: $(cat "$SCRATCH/warnings.log")"
 warning=$(grep "warning: verl keys rlforge does not implement, accepted at verl's default" "$SCRATCH/warnings.log") ||
   fail "no warning about the verl keys at their defaults: $(cat "$SCRATCH/warnings.log")"
-for key in critic.enable critic.checkpoint.async_save reward_model.enable ray_kwargs.ray_init.num_cpus \
+for key in critic.nccl_timeout critic.checkpoint.async_save reward_model.reward_manager ray_kwargs.ray_init.num_cpus \
            actor_rollout_ref.rollout.mode data.dataloader_num_workers actor_rollout_ref.nccl_timeout \
            actor_rollout_ref.actor.checkpoint.save_contents actor_rollout_ref.actor.checkpoint.async_save; do
   [[ $warning == *"$key"* ]] || fail "the warning does not name $key: $warning"
@@ -103,7 +103,7 @@ done
 grep -q 'Hydra `_target_`' "$SCRATCH/warnings.log" || fail "no warning about the dropped _target_ key"
 grep -q "ppo_mini_batch_size: 16" "$SCRATCH/resolved.yaml" ||
   fail "--check-config did not print the resolved config: $(head "$SCRATCH/resolved.yaml")"
-if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|enable: null|^reward_model|^ray_kwargs|_target_|mode: async" \
+if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|reward_manager|^ray_kwargs|_target_|mode: async" \
      "$SCRATCH/resolved.yaml"; then
   fail "a verl key at its default reached the resolved config"
 fi
