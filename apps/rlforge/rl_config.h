@@ -239,8 +239,9 @@ inline optim::OptimConfig critic_optim_defaults() {
   return optim;
 }
 
-struct CriticSection {  // critic: the value model of algorithm.adv_estimator gae, on the actor's ranks
+struct CriticSection {  // critic: the value model of algorithm.adv_estimator gae
   std::optional<bool> enable;  // null: built for adv_estimator gae
+  YAML::Node device_mapping;   // role_placement.h
   std::string strategy = "megatron";
   CriticModelConfig model;
   optim::OptimConfig optim = critic_optim_defaults();
@@ -274,8 +275,9 @@ struct CriticSection {  // critic: the value model of algorithm.adv_estimator ga
     f("data_loader_seed", data_loader_seed, "seed of the mini-batch shuffle (null: the actor's)");
     f("cliprange_value", cliprange_value, "value clip: the new values stay within this of the values at rollout");
     f("loss_agg_mode", loss_agg_mode, "aggregation of the value loss (null: the actor's)");
-    f("megatron", megatron,
-      "the critic's engine on the actor's ranks: parallel layout, dtype, offload (each key not set: the actor's)");
+    f("megatron", megatron, "the critic's engine: parallel layout, dtype, offload (each key not set: the actor's)");
+    f("device_mapping", device_mapping,
+      "rlforge (ROLL's device_mapping): the critic's world ranks (null: the actor's)");
   }
 };
 

@@ -241,12 +241,13 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
       actor_role_(world, placement.actor, "actor"),
       rollout_role_(world, placement.rollout, "rollout"),
       ref_role_(world, placement.ref.empty() ? placement.actor : placement.ref, "ref"),
+      critic_role_(world, placement.critic.empty() ? placement.actor : placement.critic, "critic"),
       reward_model_role_(world, placement.reward_model.empty() ? placement.actor : placement.reward_model,
                          "reward_model"),
       actor_parallel_(role_context(config.actor_rollout_ref.actor.megatron, actor_role_)),
       rollout_parallel_(role_context(rollout_layout(config.actor_rollout_ref.rollout), rollout_role_)),
       ref_parallel_(role_context(config.actor_rollout_ref.ref.megatron, ref_role_)),
-      critic_parallel_(config.uses_critic() ? role_context(config.critic.megatron, actor_role_)
+      critic_parallel_(config.uses_critic() ? role_context(config.critic.megatron, critic_role_)
                                             : dist::ParallelContext::single_process()),
       reward_model_parallel_(config.reward_model.enable ? role_context(config.reward_model.megatron, reward_model_role_)
                                                         : dist::ParallelContext::single_process()),
@@ -296,7 +297,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
                                    config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
                                    critic_parallel_);
-  if (actor_role_.member()) {
+  if (critic_role_.member()) {
     optim::OptimConfig optim = config.critic.optim;
     optim.total_training_steps = config.trainer.total_training_steps;
     critic_ = std::make_unique<engine::TrainEngine>(config.critic.megatron, optim,
@@ -424,7 +425,7 @@ void RlRoles::compute_values(RlBatch& batch) {
     for (size_t m = 0; m < groups.size(); ++m)
       read_token_column(batch, groups[m], out.outputs[m].get("values"), &RlResponse::values);
   }
-  if (!actor_role_.everywhere()) broadcast_columns(batch, {&RlResponse::values}, world_, actor_role_.root());
+  if (!critic_role_.everywhere()) broadcast_columns(batch, {&RlResponse::values}, world_, critic_role_.root());
 }
 
 Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
@@ -447,7 +448,7 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
     // Idle until the next step's values pass.
     critic_->offload(engine::configured_offload(config_.critic.megatron));
   }
-  if (!actor_role_.everywhere()) broadcast_metrics(metrics, world_, actor_role_.root());
+  if (!critic_role_.everywhere()) broadcast_metrics(metrics, world_, critic_role_.root());
   return metrics;
 }
 

@@ -15,13 +15,13 @@
 //   sync_weights     the actor's weights streamed into the rollout's layout, one tensor at a time
 // Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
 // the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
-// reference and the reward model after their passes, the critic after its values pass (its weights) and its update (all it has);
-// each engine brings back what a stage needs (engine/offload_set.h).
+// reference and the reward model after their passes, the critic after its values pass (its weights)
+// and its update (all it has); each engine brings back what a stage needs (engine/offload_set.h).
 // Placement (device_mapping, RolePlacement): by default every role is on every rank (verl's hybrid
 // engine); a role may instead sit on a subset of the world's ranks, with its own sub-communicator and its
-// engine built only there. The critic has no placement of its own: it sits on the actor's ranks, in its
-// own parallel layout (critic.megatron). The controller stays SPMD: every rank keeps the whole batch, and each stage
-// ends by bringing its role's results to every rank (rl_transfer.h).
+// engine built only there; the reference, critic and reward model follow the actor unless placed. The
+// controller stays SPMD: every rank keeps the whole batch, and each stage ends by bringing its role's
+// results to every rank (rl_transfer.h).
 // The rollout is data parallel over its ranks: each replica (its TP group) generates a contiguous share of
 // the prompts; generation is keyed by (seed, request, sample, position) and the kernels are
 // batch-invariant, so the union is what one process generates. Each DP rank of the actor runs its slice
@@ -91,12 +91,11 @@ class RlRoles {
   bool has_ref() const { return uses_ref_; }
   bool has_critic() const { return critic_loss_.has_value(); }
   bool has_reward_model() const { return config_.reward_model.enable; }
-  // The actor's engine, its ranks' group and context: only on the actor's ranks (in_actor()).
+  // The actor's engine and its context: only on the actor's ranks (in_actor()).
   bool in_actor() const { return actor_ != nullptr; }
   engine::TrainEngine& actor() { return *actor_; }
-  dist::ProcessGroup& actor_group() { return actor_role_.group(); }
   dist::ParallelContext& actor_parallel() { return actor_parallel_; }
-  // The critic's engine: only on the actor's ranks of a run with a critic (in_critic()).
+  // The critic's engine: only on the critic's ranks of a run with a critic (in_critic()).
   bool in_critic() const { return critic_ != nullptr; }
   engine::TrainEngine& critic() { return *critic_; }
   dist::ParallelContext& critic_parallel() { return critic_parallel_; }
@@ -122,7 +121,7 @@ class RlRoles {
 
   const RlConfig& config_;
   dist::ProcessGroup& world_;
-  RoleRanks actor_role_, rollout_role_, ref_role_, reward_model_role_;  // the critic's ranks are the actor's
+  RoleRanks actor_role_, rollout_role_, ref_role_, critic_role_, reward_model_role_;
   // Single-process off the role (and the critic's without a critic, the reward model's without one).
   dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_, critic_parallel_, reward_model_parallel_;
   kernels::KernelRegistry kernels_, rollout_kernels_;

@@ -371,25 +371,25 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
       });
     }
     if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
-      // Collective over the actor's ranks (all of them unless device_mapping says otherwise; the critic's
-      // too), whose first rank writes the trainer state and prunes.
+      // Collective over the world: each role's ranks add their shards (the actor's and, with a critic, the
+      // critic's, wherever device_mapping put them); world rank 0 writes the trainer state and prunes.
       timed("save_checkpoint", [&] {
-        if (!roles.in_actor()) return;
-        dist::ProcessGroup& actor_ranks = roles.actor_group();
-        checkpoint::CheckpointWriter writer(run_dir, step, actor_ranks);
-        roles.actor().save_checkpoint(writer, kActor);
-        engine::add_hf_export(writer, folder, roles.actor().master_weights(), roles.actor_parallel());
-        if (roles.in_critic()) {  // on the actor's ranks
+        checkpoint::CheckpointWriter writer(run_dir, step, world);
+        if (roles.in_actor()) {
+          roles.actor().save_checkpoint(writer, kActor);
+          engine::add_hf_export(writer, folder, roles.actor().master_weights(), roles.actor_parallel());
+        }
+        if (roles.in_critic()) {
           roles.critic().save_checkpoint(writer, kCritic);
           engine::add_hf_export(writer, *critic_folder, roles.critic().master_weights(), roles.critic_parallel(),
                                 "critic_huggingface");
         }
-        if (actor_ranks.rank() == 0)
+        if (lead)
           writer.add_json("trainer", "state",
                           nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()},
                                          {"kl_coef", kl_controller.value()}});
         writer.commit();
-        if (actor_ranks.rank() == 0) prune_checkpoints(run_dir, checkpoints_to_keep(config));
+        if (lead) prune_checkpoints(run_dir, checkpoints_to_keep(config));
       });
     }
     int64_t step_tokens = 0;

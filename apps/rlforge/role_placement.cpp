@@ -25,6 +25,8 @@ RolePlacement role_placement(const RlConfig& config, int world_size) {
   p.rollout = ranks_of(roles.rollout.device_mapping, prefix + "rollout.device_mapping");
   p.ref = ranks_of(roles.ref.device_mapping, prefix + "ref.device_mapping");
   if (p.ref.empty()) p.ref = p.actor;
+  p.critic = ranks_of(config.critic.device_mapping, "critic.device_mapping");
+  if (p.critic.empty()) p.critic = p.actor;
   p.reward_model = ranks_of(config.reward_model.device_mapping, "reward_model.device_mapping");
   if (p.reward_model.empty()) p.reward_model = p.actor;
   std::vector<bool> has_role(size_t(world_size), false);
@@ -42,12 +44,14 @@ RolePlacement role_placement(const RlConfig& config, int world_size) {
   check(p.actor, prefix + "actor.device_mapping", roles.actor.megatron.tensor_model_parallel_size);
   check(p.rollout, prefix + "rollout.device_mapping", roles.rollout.tensor_model_parallel_size);
   check(p.ref, prefix + "ref.device_mapping", roles.ref.megatron.tensor_model_parallel_size);
+  if (config.uses_critic())
+    check(p.critic, "critic.device_mapping", config.critic.megatron.tensor_model_parallel_size);
   if (config.reward_model.enable)
     check(p.reward_model, "reward_model.device_mapping", config.reward_model.megatron.tensor_model_parallel_size);
   for (int r = 0; r < world_size; ++r)
     if (!has_role[size_t(r)])
       throw ConfigError(prefix + "actor.device_mapping",
-                        fmt::format("rank {} of the {} has no role: place every rank (actor, rollout, ref or reward_model)", r,
+                        fmt::format("rank {} of the {} has no role: place every rank (actor, rollout, ref, critic or reward_model)", r,
                                     world_size));
   return p;
 }

@@ -97,14 +97,15 @@ void check_rl_layout(const RlConfig& config, int world_size) {
   check_mini_batch_split("actor_rollout_ref.actor.ppo_mini_batch_size", roles.actor.ppo_mini_batch_size,
                          roles.rollout.n, actor_ranks / roles.actor.megatron.tensor_model_parallel_size);
   if (!config.uses_critic()) return;
-  // The critic sits on the actor's ranks, in its own layout.
+  // The critic sits on its own ranks (the actor's unless critic.device_mapping says otherwise), in its own
+  // layout.
   const int64_t critic_tp = config.critic.megatron.tensor_model_parallel_size;
-  if (actor_ranks % critic_tp != 0)
+  const int64_t critic_ranks = placement.critic.empty() ? world_size : int64_t(placement.critic.size());
+  if (critic_ranks % critic_tp != 0)
     throw ConfigError("critic.megatron.tensor_model_parallel_size",
-                      fmt::format("{} does not divide the actor's {} ranks, where the critic runs", critic_tp,
-                                  actor_ranks));
+                      fmt::format("{} does not divide the critic's {} ranks", critic_tp, critic_ranks));
   check_mini_batch_split("critic.ppo_mini_batch_size", config.critic_ppo_mini_batch_size(), roles.rollout.n,
-                         actor_ranks / critic_tp);
+                         critic_ranks / critic_tp);
 }
 
 }  // namespace
