@@ -168,7 +168,8 @@ std::string document_roll_config() {
       "pipeline, `rlvr_config.yaml`). It is translated into the verl keys above and from there runs as a verl "
       "config: rlforge's defaults under it, then the dotted command-line overrides, which are verl keys "
       "(`trainer.total_training_steps=10`, not `max_steps=10`), then the same checks. `--check-config` prints the "
-      "verl keys it became. `examples/roll_grpo_arith.yaml` is the main job written this way.\n\n"
+      "verl keys it became. `examples/roll_grpo_arith.yaml` is the main job written this way, "
+      "`examples/roll_ppo_arith.yaml` its PPO with a critic (`examples/ppo_arith.yaml`).\n\n"
       "- Only the ROLL keys below are read; any other key is an error naming its ROLL path and the file (with a "
       "\"did you mean\"), and so is a listed key at a value rlforge cannot honour. A key whose meaning starts "
       "with \"no effect\" is accepted with a warning: a memory or speed knob of ROLL's backends, or a key ROLL "
@@ -183,9 +184,8 @@ std::string document_roll_config() {
       "- `device_mapping` is a list of ranks or the string `list(range(a, b))` (or `list(range(a, b, step))`); "
       "no other Python is evaluated. `actor_train.device_mapping` is required (its size sets the data-parallel "
       "size of the batch arithmetic); a role without one shares actor_train's ranks. The ranks become rlforge's "
-      "placement keys (`actor_rollout_ref.{actor,rollout,ref}.device_mapping`), checked against the job's world "
-      "(`--nproc n`). For now every role runs on the same ranks [0, n): placing a role of a ROLL file on a "
-      "subset of the ranks is not accepted yet.\n"
+      "placement keys (`actor_rollout_ref.{actor,rollout,ref}.device_mapping`, `critic.device_mapping`), checked "
+      "against the job's world (`--nproc n`).\n"
       "- `rewards`: each domain's `tag_included` lists data_source values; rlforge scores every row with the rule "
       "scorer of its data_source, so each tag needs one, and the built-in task's data_source (its name) must be "
       "among the tags.\n"
@@ -195,7 +195,9 @@ std::string document_roll_config() {
       "verl key some row below sets is an error there, so each setting has one spelling. It is a verl-shaped "
       "block because ROLL's `data_args` describe dataset files in ROLL's own columns, which rlforge does not read, "
       "and rlforge's own settings have no ROLL spelling; verl's tree already names and documents each of them.\n"
-      "- `critic` is not read yet: the critic role is being built (issue #10).\n\n"
+      "- `critic` is read only with `adv_estimator: gae` (ROLL builds its critic only then; otherwise its keys have "
+      "no effect), and gae needs it. Where verl's critic keys follow the actor's when null, a ROLL critic section "
+      "has its own values, ROLL's defaults included (dtype, parallel sizes, optimizer, one pass per step).\n\n"
       "| ROLL key | ROLL default | verl key(s) | meaning in rlforge |\n|---|---|---|---|\n";
   for (const RollKey& row : roll_keys()) {
     std::string verl_keys;

@@ -2,8 +2,10 @@
 // from its code at the snapshot spec roll.md follows: roll/configs/*.py (BaseConfig, PPOConfig,
 // WorkerConfig, GeneratingArguments, TrainingArguments), roll/pipeline/rlvr/rlvr_config.py,
 // roll/utils/functionals.py (reward_norm, compute_advantage, agg_loss), roll/pipeline/rlvr/actor_worker.py
-// (the loss) and mcore_adapter's Megatron LR scheduler. Where a ROLL setting has no verl key with the
-// same numbers, its row accepts only the values that have one and says why for the others.
+// (the loss), roll/pipeline/base_worker.py (CriticWorker: the value loss, its one pass per step),
+// roll/pipeline/rlvr/rlvr_pipeline.py (the step, critic_warmup) and mcore_adapter's Megatron LR
+// scheduler. Where a ROLL setting has no verl key with the same numbers, its row accepts only the values
+// that have one and says why for the others.
 #include "apps/rlforge/roll_config_keys.h"
 
 #include <fmt/format.h>
@@ -96,6 +98,20 @@ void no_effect(Translator& t, const std::string& key) {
 
 // Read by another row (named in the meaning).
 void read_elsewhere(Translator&, const std::string&) {}
+
+// ROLL builds its critic only for gae (rlvr_pipeline.py); otherwise nothing reads the critic section.
+bool critic_runs(const Translator& t) {
+  return t.has_section("critic") && t.get<std::string>("adv_estimator") == "gae";
+}
+
+// A row of the critic section: converted when the critic runs, else a key with no effect.
+template <void (*Convert)(Translator&, const std::string&)>
+void critic_key(Translator& t, const std::string& key) {
+  if (critic_runs(t))
+    Convert(t, key);
+  else
+    no_effect(t, key);
+}
 
 // --- sizes and lengths
 
@@ -221,9 +237,10 @@ void model_path(Translator& t, const std::string& key) {
 // --- algorithm
 
 // ROLL's advantage is a reward normalisation (norm_mean_type / norm_std_type, forced to group/group by
-// grpo) followed by the discounted return and an optional whitening; the combinations below are verl
-// estimators with the same numbers. ROLL subtracts the token-level KL after normalising and verl's grpo
-// before, so grpo takes no KL in the reward.
+// grpo) followed by the discounted return (or GAE over the critic's values) and an optional whitening; the
+// combinations below are verl estimators with the same numbers. ROLL subtracts the token-level KL after
+// normalising and verl's grpo before, so grpo takes no KL in the reward; gae normalises nothing, so its KL
+// in the reward is verl's.
 void adv_estimator(Translator& t, const std::string& key) {
   const std::string estimator = need<std::string>(t, key);
   const auto mean = t.get<std::string>("norm_mean_type"), deviation = t.get<std::string>("norm_std_type");
@@ -254,10 +271,19 @@ void adv_estimator(Translator& t, const std::string& key) {
                             "(reinforce_plus_plus)",
                             mean.value_or("null"), deviation.value_or("null"), whiten));
   } else if (estimator == "gae") {
-    t.fail(key, "'gae' needs the critic role (a value model), which rlforge does not have yet (issue #10); use grpo");
+    if (!t.has_section("critic"))
+      t.fail(key, "'gae' needs ROLL's critic section: the value model (model_args, training_args, strategy_args)");
+    if (mean || deviation)
+      t.fail(mean ? "norm_mean_type" : "norm_std_type",
+             fmt::format("{}: ROLL normalises the rewards before GAE, verl's gae does not; expected null with gae",
+                         mean.value_or(deviation.value_or(""))));
+    if (!whiten)
+      t.fail("whiten_advantages",
+             "false with gae: verl's gae always whitens the advantages; expected true (as ROLL's PPO example sets)");
+    verl = "gae";
   } else {
-    t.fail(key, fmt::format("'{}': expected grpo or reinforce (gae needs a critic; gigpo, step_reinforce and "
-                            "agentic_reinforce are ROLL's agentic estimators)",
+    t.fail(key, fmt::format("'{}': expected gae, grpo or reinforce (gigpo, step_reinforce and agentic_reinforce are "
+                            "ROLL's agentic estimators)",
                             estimator));
   }
   t.rekeyed(key, [&] { rl::find_advantage_estimator(verl); });
@@ -386,26 +412,54 @@ void device_mapping(Translator& t, const std::string& key) {
   if (value.IsDefined() || role != "reference") t.set_value(row_key(t), ranks);
 }
 
-// One optimizer step of ROLL's Megatron actor takes per_device_train_batch_size x
-// gradient_accumulation_steps responses on each of its dp ranks.
-struct ActorBatch {
+// The critic's ranks: its own device_mapping, else actor_train's (where rlforge's critic runs when
+// critic.device_mapping is null).
+std::vector<int64_t> critic_ranks(const Translator& t) {
+  const std::string key = "critic.device_mapping";
+  if (!t.in_file(key)) return actor_train_ranks(t);
+  std::vector<int64_t> ranks;
+  t.rekeyed(key, [&] { ranks = parse_device_mapping(t.value(key), key); });
+  return ranks;
+}
+
+void critic_device_mapping(Translator& t, const std::string& key) {
+  const std::vector<int64_t> ranks = critic_ranks(t);
+  t.device_mapping().ranks_by_role["critic"] = ranks;
+  if (t.in_file(key)) t.set_value(row_key(t), ranks);
+}
+
+// verl's section of a trained ROLL role: actor_train is verl's actor, critic its critic.
+std::string verl_train_section(const std::string& role) {
+  return role == "critic" ? "critic." : "actor_rollout_ref.actor.";
+}
+
+// One optimizer step of a ROLL Megatron training role (actor_train, or the critic on its ranks in its own
+// TP x PP x CP) takes per_device_train_batch_size x gradient_accumulation_steps responses on each of its
+// dp ranks.
+struct TrainBatch {
   int64_t per_device = 0;
   int64_t responses_per_update = 0;  // R
   int64_t updates_per_step = 0;      // K: optimizer steps per RL step
 };
 
-ActorBatch actor_batch(const Translator& t) {
-  const std::string args = "actor_train.training_args.", config = "actor_train.strategy_args.strategy_config.";
+// ROLL's actor passes over a step's batch ppo_epochs times, its critic once (CriticWorker.train_step's
+// iterator takes epochs=1).
+int64_t epochs_of(const Translator& t, const std::string& role) {
+  return role == "critic" ? 1 : positive(t, "ppo_epochs", 1);
+}
+
+TrainBatch train_batch(const Translator& t, const std::string& role) {
+  const std::string args = role + ".training_args.", config = role + ".strategy_args.strategy_config.";
   const int64_t per_device = positive(t, args + "per_device_train_batch_size", 0);
   const int64_t accumulation = positive(t, args + "gradient_accumulation_steps", 0);
   const int64_t model_parallel = positive(t, config + "tensor_model_parallel_size", 1) *
                                  positive(t, config + "pipeline_model_parallel_size", 1) *
                                  positive(t, config + "context_parallel_size", 1);
-  const int64_t num_ranks = int64_t(actor_train_ranks(t).size());
+  const int64_t num_ranks = int64_t((role == "critic" ? critic_ranks(t) : actor_train_ranks(t)).size());
   if (num_ranks % model_parallel != 0)
     t.fail(config + "tensor_model_parallel_size",
-           fmt::format("TP x PP x CP = {} does not divide the {} ranks of actor_train.device_mapping", model_parallel,
-                       num_ranks));
+           fmt::format("TP x PP x CP = {} does not divide the {} ranks of {}.device_mapping", model_parallel, num_ranks,
+                       role == "critic" && t.in_file("critic.device_mapping") ? "critic" : "actor_train"));
   const int64_t responses = per_device * accumulation * (num_ranks / model_parallel);
   const int64_t group = group_size(t);
   const int64_t step_responses = positive(t, "rollout_batch_size", 0) * group;
@@ -420,13 +474,14 @@ ActorBatch actor_batch(const Translator& t) {
            fmt::format("an optimizer step's {} responses do not divide a step's {} (rollout_batch_size x "
                        "num_return_sequences_in_group)",
                        responses, step_responses));
-  return {per_device, responses, step_responses / responses * positive(t, "ppo_epochs", 1)};
+  return {per_device, responses, step_responses / responses * epochs_of(t, role)};
 }
 
-void actor_batch_sizes(Translator& t, const std::string&) {
-  const ActorBatch batch = actor_batch(t);
-  t.set_value("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", batch.per_device);
-  t.set_value("actor_rollout_ref.actor.ppo_mini_batch_size", batch.responses_per_update / group_size(t));
+void batch_sizes(Translator& t, const std::string& key) {
+  const std::string role = role_of(key), section = verl_train_section(role);
+  const TrainBatch batch = train_batch(t, role);
+  t.set_value(section + "ppo_micro_batch_size_per_gpu", batch.per_device);
+  t.set_value(section + "ppo_mini_batch_size", batch.responses_per_update / group_size(t));
 }
 
 // ROLL steps its scheduler per optimizer step, rlforge (verl) per RL step.
@@ -436,7 +491,7 @@ void warmup_steps(Translator& t, const std::string& key) {
     t.set_value(row_key(t), int64_t{0});  // verl: <= 0 leaves it to lr_warmup_steps_ratio, as ROLL does
     return;
   }
-  const int64_t per_step = actor_batch(t).updates_per_step;
+  const int64_t per_step = train_batch(t, role_of(key)).updates_per_step;
   const int64_t steps = (warmup + per_step - 1) / per_step;
   if (warmup % per_step != 0)
     core::log_warning(
@@ -465,19 +520,65 @@ void lr_scheduler_type(Translator& t, const std::string& key) {
                           name));
 }
 
-void adam_betas(Translator& t, const std::string&) {
-  t.set_value(row_key(t), std::vector<double>{need<double>(t, "actor_train.training_args.adam_beta1"),
-                                              need<double>(t, "actor_train.training_args.adam_beta2")});
+void adam_betas(Translator& t, const std::string& key) {
+  const std::string args = role_of(key) + ".training_args.";
+  t.set_value(row_key(t),
+              std::vector<double>{need<double>(t, args + "adam_beta1"), need<double>(t, args + "adam_beta2")});
 }
 
-// --- sections
+// --- the critic
 
-void critic(Translator& t, const std::string& key) {
-  if (t.in_file(key) && !t.value(key).IsNull())
-    t.fail(key,
-           "not yet: rlforge's critic role (a value model for gae) is being built (issue #10); until it lands "
-           "a ROLL critic section cannot run");
+// ROLL's critic starts from critic.model_args.model_name_or_path, else from reward_pretrain. ROLL has no
+// critic without either; rlforge's (verl's) null starts it from the actor's model.
+void critic_model_path(Translator& t, const std::string& key) {
+  const auto path = t.get<std::string>(key);
+  const auto reward_pretrain = t.get<std::string>("reward_pretrain");
+  if (path || reward_pretrain) t.set_value(row_key(t), path ? *path : *reward_pretrain);
 }
+
+// Read by critic_model_path when the critic runs and names no model of its own.
+void reward_pretrain(Translator& t, const std::string& key) {
+  if (!critic_runs(t) || t.get<std::string>("critic.model_args.model_name_or_path")) no_effect(t, key);
+}
+
+// ROLL's value model is a causal LM under trl's value head or an AutoModelForTokenClassification; rlforge
+// tells them apart by the folder (an LM's backbone gets a new value head, a *ForTokenClassification folder
+// loads whole), so both names (and null) mean what rlforge does.
+void critic_model_type(Translator& t, const std::string& key) {
+  const auto type = t.get<std::string>(key);
+  if (type && *type != "trl" && *type != "auto_token_classification")
+    t.fail(key, fmt::format("'{}': expected trl or auto_token_classification (the critic is a value model)", *type));
+}
+
+// ROLL's value loss is ½ (v̂ - G)² averaged over each response's tokens, then over the responses
+// (seq-mean-token-mean, whatever loss_agg_mode says), with the clipped term when value_clip is set.
+// Without a clip it is verl's loss at an infinite clip range.
+void value_clip(Translator& t, const std::string& key) {
+  if (!critic_runs(t)) {
+    no_effect(t, key);
+    return;
+  }
+  const auto clip = t.get<double>(key);
+  if (clip && *clip < 0) t.fail(key, fmt::format("must be >= 0 (null: no clip), got {}", *clip));
+  t.set_value("critic.cliprange_value", clip.value_or(std::numeric_limits<double>::infinity()));
+  t.set_value("critic.loss_agg_mode", std::string("seq-mean-token-mean"));
+}
+
+// ROLL's actor makes ppo_epochs passes over a step's batch, its critic one (see epochs_of).
+void ppo_epochs(Translator& t, const std::string& key) {
+  if (t.value(key).IsDefined()) t.set_value("actor_rollout_ref.actor.ppo_epochs", positive(t, key, 0));
+  if (critic_runs(t)) t.set_value("critic.ppo_epochs", int64_t{1});
+}
+
+// ROLL counts steps from 0 and verl from 1, and both train the actor once critic_warmup <= step: ROLL's
+// k critic-only steps are verl's critic_warmup k + 1 (0 and 1 both mean none there).
+void critic_warmup(Translator& t, const std::string& key) {
+  const int64_t warmup = t.get<int64_t>(key).value_or(0);
+  if (warmup < 0) t.fail(key, fmt::format("must be >= 0 (the steps that train only the critic), got {}", warmup));
+  t.set_value(row_key(t), warmup == 0 ? int64_t{0} : warmup + 1);
+}
+
+// --- rewards
 
 // Each tag is a data_source rlforge scores with its rule scorer (verl's default_compute_score dispatch).
 void tag_included(Translator& t, const std::string& key) {
@@ -536,18 +637,23 @@ constexpr RollKey kRollKeys[] = {
     // --- models
     {"pretrain", "actor_rollout_ref.model.path", "", model_path,
      "the HF folder the actor, rollout and reference start from"},
-    {"reward_pretrain", "", "", no_effect,
-     "no effect: the critic's and reward models' start; rlforge's rewards are rule scorers"},
+    {"reward_pretrain", "", "", reward_pretrain,
+     "the critic's start when critic.model_args.model_name_or_path is null (see there); rlforge's rewards are rule "
+     "scorers, so it has no other effect"},
     // --- algorithm (ROLL's PPOConfig)
     {"adv_estimator", "algorithm.adv_estimator algorithm.norm_adv_by_std_in_grpo", "gae", adv_estimator,
-     "grpo -> grpo; reinforce with norm_mean_type/norm_std_type group/group -> grpo, group/null -> grpo with "
-     "norm_adv_by_std_in_grpo false, null/null with whiten_advantages -> reinforce_plus_plus; other combinations "
-     "have no verl estimator with the same numbers"},
+     "gae -> gae (needs the critic section, whiten_advantages true and no norm_mean_type / norm_std_type: verl's "
+     "gae always whitens and never normalises the rewards); grpo -> grpo; reinforce with norm_mean_type/norm_std_type "
+     "group/group -> grpo, group/null -> grpo with norm_adv_by_std_in_grpo false, null/null with whiten_advantages "
+     "-> reinforce_plus_plus; other combinations have no verl estimator with the same numbers"},
     {"norm_mean_type", "", "", read_elsewhere, "see adv_estimator (ROLL's grpo ignores it)"},
     {"norm_std_type", "", "", read_elsewhere, "see adv_estimator (ROLL's grpo ignores it)"},
     {"whiten_advantages", "", "false", read_elsewhere, "see adv_estimator"},
     {"gamma", "algorithm.gamma", "", copy<double>, "discount (1 with a group baseline)"},
     {"lambd", "algorithm.lam", "0.95", copy<double>, "GAE lambda"},
+    {"critic_warmup", "trainer.critic_warmup", "0", critic_warmup,
+     "steps that train only the critic before the actor starts; ROLL counts steps from 0, verl from 1, so k -> "
+     "critic_warmup k + 1 (0 -> 0)"},
     {"add_token_level_kl", "algorithm.use_kl_in_reward", "false", copy<bool>,
      "KL penalty in the token rewards (not with a group baseline: ROLL subtracts it after normalising)"},
     {"kl_penalty", "algorithm.kl_penalty", "", copy<std::string>, "KL estimator in the reward: kl, abs, mse, full"},
@@ -559,12 +665,15 @@ constexpr RollKey kRollKeys[] = {
     {"whiten_rewards", "", "false", only_default, "false only: verl has no reward whitening"},
     {"reward_clip", "", "null", only_default, "null only: verl does not clip rewards"},
     {"advantage_clip", "", "null", only_default, "null only: verl does not clip advantages"},
-    {"value_clip", "", "", no_effect, "no effect: the critic's; there is no critic yet"},
+    {"value_clip", "critic.cliprange_value critic.loss_agg_mode", "", value_clip,
+     "the critic's value clip (null: none, cliprange_value .inf); ROLL's value loss always averages per response "
+     "(critic.loss_agg_mode seq-mean-token-mean, whatever loss_agg_mode says)"},
     {"max_len_mask", "", "false", only_default, "false only: verl keeps truncated responses in the loss"},
     {"difficulty_mask", "", "false", only_default, "false only: verl does not mask groups by difficulty"},
     {"importance_sampling", "", "token", only_default,
      "token only (ROLL's seq ratio has no verl loss with its gradient)"},
-    {"ppo_epochs", "actor_rollout_ref.actor.ppo_epochs", "", copy_positive, "passes over each step's batch"},
+    {"ppo_epochs", "actor_rollout_ref.actor.ppo_epochs critic.ppo_epochs", "", ppo_epochs,
+     "the actor's passes over each step's batch; ROLL's critic always makes one (critic.ppo_epochs 1)"},
     {"pg_clip",
      "actor_rollout_ref.actor.clip_ratio actor_rollout_ref.actor.clip_ratio_low "
      "actor_rollout_ref.actor.clip_ratio_high",
@@ -606,7 +715,7 @@ constexpr RollKey kRollKeys[] = {
      "warmup as a fraction of the run (when warmup_steps is 0)"},
     {"actor_train.training_args.per_device_train_batch_size",
      "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu actor_rollout_ref.actor.ppo_mini_batch_size", "8",
-     actor_batch_sizes, kBatchArithmetic},
+     batch_sizes, kBatchArithmetic},
     {"actor_train.training_args.gradient_accumulation_steps", "", "1", read_elsewhere,
      "micro-batches per optimizer step on each rank (see per_device_train_batch_size)"},
     {"actor_train.training_args.num_train_epochs", "", "", no_effect, "no effect: ROLL's RL pipeline does not read it"},
@@ -647,7 +756,7 @@ constexpr RollKey kRollKeys[] = {
     {"actor_train.strategy_args.strategy_config.lr_scheduler_kwargs.min_lr", "actor_rollout_ref.actor.optim.min_lr", "",
      copy<double>, "learning rate at the end of the decay"},
     {"actor_train.device_mapping", "actor_rollout_ref.actor.device_mapping", "", device_mapping,
-     "required: the ranks, a list or `list(range(a,b))`; every role on the same ranks [0, n) for now"},
+     "required: the ranks, a list or `list(range(a,b))` (the critic's too)"},
     {"actor_train.infer_batch_size", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "16", copy_positive,
      "responses per forward of the old-log-prob pass"},
     // --- actor_infer: generation (verl's rollout)
@@ -715,6 +824,76 @@ constexpr RollKey kRollKeys[] = {
      "the ranks (absent: actor_train's)"},
     {"reference.infer_batch_size", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "16", copy_positive,
      "responses per forward of the reference pass"},
+    // --- critic: the value model of gae (verl's critic), on actor_train's ranks; without gae no effect
+    {"critic.model_args.model_name_or_path", "critic.model.path", "", critic_key<critic_model_path>,
+     "the HF folder the critic starts from (null: reward_pretrain; neither: the actor's model): an LM's backbone "
+     "under a new value head, or a *ForTokenClassification folder"},
+    {"critic.model_args.dtype", "critic.megatron.dtype", "bf16", critic_key<dtype>, "fp32 or bf16"},
+    {"critic.model_args.model_type", "", "", critic_key<critic_model_type>,
+     "null, trl or auto_token_classification: rlforge reads which value model it is from the folder"},
+    {"critic.model_args.disable_gradient_checkpointing", "", "", no_effect,
+     "no effect: memory knob; rlforge keeps activations"},
+    {"critic.model_args.attn_implementation", "", "", no_effect, "no effect: rlforge has its own attention"},
+    {"critic.training_args.learning_rate", "critic.optim.lr", "5.0e-5", critic_key<copy<double>>, "peak learning rate"},
+    {"critic.training_args.weight_decay", "critic.optim.weight_decay", "0.0", critic_key<copy<double>>,
+     "decoupled weight decay"},
+    {"critic.training_args.adam_beta1", "critic.optim.betas", "0.9", critic_key<adam_betas>,
+     "Adam beta1 (with adam_beta2)"},
+    {"critic.training_args.adam_beta2", "", "0.999", critic_key<read_elsewhere>, "Adam beta2 (see adam_beta1)"},
+    {"critic.training_args.lr_scheduler_type", "critic.optim.lr_decay_style", "linear", critic_key<lr_scheduler_type>,
+     "as actor_train's"},
+    {"critic.training_args.warmup_steps", "critic.optim.lr_warmup_steps", "0", critic_key<warmup_steps>,
+     "ROLL counts optimizer steps, verl RL steps: ceil(warmup_steps / K), K = the critic's optimizer steps per RL "
+     "step (one pass over the batch)"},
+    {"critic.training_args.warmup_ratio", "critic.optim.lr_warmup_steps_ratio", "", critic_key<copy<double>>,
+     "warmup as a fraction of the run (when warmup_steps is 0)"},
+    {"critic.training_args.per_device_train_batch_size",
+     "critic.ppo_micro_batch_size_per_gpu critic.ppo_mini_batch_size", "8", critic_key<batch_sizes>,
+     "as actor_train's (see its per_device_train_batch_size), dp = len(actor_train.device_mapping) / the critic's "
+     "TP x PP x CP"},
+    {"critic.training_args.gradient_accumulation_steps", "", "1", critic_key<read_elsewhere>,
+     "micro-batches per optimizer step on each rank (see per_device_train_batch_size)"},
+    {"critic.training_args.num_train_epochs", "", "", no_effect, "no effect: ROLL's RL pipeline does not read it"},
+    {"critic.training_args.max_steps", "", "", no_effect, "no effect: ROLL derives it from max_steps"},
+    {"critic.training_args.seed", "", "", no_effect, "no effect: ROLL replaces it with seed"},
+    {"critic.strategy_args.strategy_name", "critic.strategy", "", critic_key<train_strategy>,
+     "megatron_train or rlforge: rlforge's Megatron-style TrainEngine under a value head"},
+    {"critic.strategy_args.strategy_config.tensor_model_parallel_size", "critic.megatron.tensor_model_parallel_size",
+     "1", critic_key<copy_positive>, "TP size (the critic's own; verl's null would follow the actor's)"},
+    {"critic.strategy_args.strategy_config.pipeline_model_parallel_size",
+     "critic.megatron.pipeline_model_parallel_size", "1", critic_key<copy_positive>, "PP size"},
+    {"critic.strategy_args.strategy_config.context_parallel_size", "critic.megatron.context_parallel_size", "1",
+     critic_key<copy_positive>, "CP size"},
+    {"critic.strategy_args.strategy_config.expert_model_parallel_size", "critic.megatron.expert_model_parallel_size",
+     "1", critic_key<copy_positive>, "EP size"},
+    {"critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size", "", "", critic_key<only_one>,
+     "1 or null only"},
+    {"critic.strategy_args.strategy_config.expert_tensor_parallel_size", "", "", critic_key<only_one>,
+     "1 or null only"},
+    {"critic.strategy_args.strategy_config.sequence_parallel", "critic.megatron.sequence_parallel", "false",
+     critic_key<copy<bool>>, "sequence parallelism (with TP > 1)"},
+    {"critic.strategy_args.strategy_config.use_distributed_optimizer", "critic.megatron.use_distributed_optimizer",
+     "false", critic_key<copy<bool>>, "ZeRO-1 over DP"},
+    {"critic.strategy_args.strategy_config.overlap_grad_reduce", "critic.megatron.overlap_grad_reduce", "false",
+     critic_key<copy<bool>>, "overlap DP reductions with the backward"},
+    {"critic.strategy_args.strategy_config.overlap_param_gather", "critic.megatron.overlap_param_gather", "false",
+     critic_key<copy<bool>>, "overlap the distributed optimizer's gathers with the forward"},
+    {"critic.strategy_args.strategy_config.recompute_granularity", "", "", no_effect,
+     "no effect: memory knob; rlforge keeps activations"},
+    {"critic.strategy_args.strategy_config.recompute_method", "", "", no_effect,
+     "no effect: see recompute_granularity"},
+    {"critic.strategy_args.strategy_config.recompute_num_layers", "", "", no_effect,
+     "no effect: see recompute_granularity"},
+    {"critic.strategy_args.strategy_config.max_grad_norm", "critic.optim.clip_grad", "", critic_key<copy<double>>,
+     "global gradient-norm clip"},
+    {"critic.strategy_args.strategy_config.adam_epsilon", "critic.optim.eps", "", critic_key<copy<double>>,
+     "Adam epsilon"},
+    {"critic.strategy_args.strategy_config.lr_scheduler_kwargs.min_lr", "critic.optim.min_lr", "",
+     critic_key<copy<double>>, "learning rate at the end of the decay"},
+    {"critic.device_mapping", "critic.device_mapping", "", critic_key<critic_device_mapping>,
+     "the critic's ranks (absent: actor_train's), the same forms"},
+    {"critic.infer_batch_size", "", "", no_effect,
+     "no effect: the values pass takes the critic's train micro-batch (per_device_train_batch_size)"},
     // --- validation: its sampling (the prompts are the task's held-out split)
     {"validation.generating_args.max_new_tokens", "", "", equals_response_length, "the response length"},
     {"validation.generating_args.temperature", "actor_rollout_ref.rollout.val_kwargs.temperature", "0.95", copy<double>,
@@ -734,8 +913,7 @@ constexpr RollKey kRollKeys[] = {
      "countdown), which score every row by its data_source"},
     {"rewards.*.world_size", "", "", no_effect, "no effect: rule scorers run on rank 0's threads"},
     {"rewards.*.infer_batch_size", "", "", no_effect, "no effect: rule scorers take one response at a time"},
-    // --- sections rlforge does not run, and its own
-    {"critic", "", "", critic, "not yet (issue #10): the critic role is being built"},
+    // --- rlforge's own block
     {"rlforge", "", "", merge_rlforge_block,
      "rlforge's extension: verl keys no ROLL key sets, in verl's tree (see above)"},
 };

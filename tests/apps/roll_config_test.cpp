@@ -1,8 +1,9 @@
 // ROLL-style configs (apps/rlforge/roll_config.h): every row of the ROLL key table against the verl key
 // it sets (values chosen unlike both defaults, so a row that did nothing would fail), ROLL's defaults
 // where they differ from verl's, the ROLL combinations that have no verl counterpart, unknown keys with
-// their "did you mean", ${key} references, device_mapping, and the
-// `rlforge:` extension block. A meta-test keeps every row of the table covered by one of these.
+// their "did you mean", ${key} references, device_mapping, the critic section (read only with gae, on
+// actor_train's ranks) and the `rlforge:` extension block. A meta-test keeps every row of the table
+// covered by one of these.
 #include "apps/rlforge/roll_config.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +86,12 @@ std::optional<double> number(const std::string& text) {
   return ::testing::AssertionFailure() << "got " << text << ", expected " << expected;
 }
 
+// A gae run with `section` as its critic section (ROLL builds the critic only for gae, and rlforge's gae
+// whitens, so whiten_advantages too), plus the top-level keys of the flow map `more` ("" none).
+std::string with_critic(const std::string& section, const std::string& more = "") {
+  return "{adv_estimator: gae, whiten_advantages: true, critic: " + section + (more.empty() ? "" : ", " + more) + "}";
+}
+
 // One row's translation: `roll` (YAML merged into kBase) sets `verl_key` to `expected`.
 struct RowCase {
   std::string row;  // the table row this case covers
@@ -148,6 +155,15 @@ const std::vector<RowCase>& row_cases() {
        "reinforce_plus_plus"},
       {"gamma", "{adv_estimator: reinforce, whiten_advantages: true, gamma: 0.9}", "algorithm.gamma", "0.9"},
       {"lambd", "lambd: 0.5", "algorithm.lam", "0.5"},
+      {"adv_estimator", with_critic("{}"), "algorithm.adv_estimator", "gae"},
+      {"whiten_advantages", with_critic("{}"), "algorithm.adv_estimator", "gae"},
+      {"gamma", with_critic("{}", "gamma: 0.99"), "algorithm.gamma", "0.99"},
+      // ROLL's step 0 is verl's step 1: 4 critic-only steps are verl's steps 1-4, the actor from step 5.
+      {"critic_warmup", "critic_warmup: 4", "trainer.critic_warmup", "5"},
+      {"critic_warmup", "critic_warmup: 0", "trainer.critic_warmup", "0"},
+      {"value_clip", with_critic("{}", "value_clip: 0.2"), "critic.cliprange_value", "0.2"},
+      {"value_clip", with_critic("{}", "value_clip: 0.2"), "critic.loss_agg_mode", "seq-mean-token-mean"},
+      {"value_clip", with_critic("{}", "value_clip: null"), "critic.cliprange_value", ".inf"},
       {"add_token_level_kl", "{adv_estimator: reinforce, whiten_advantages: true, add_token_level_kl: true}",
        "algorithm.use_kl_in_reward", "true"},
       {"kl_penalty", "kl_penalty: mse", "algorithm.kl_penalty", "mse"},
@@ -157,6 +173,7 @@ const std::vector<RowCase>& row_cases() {
       {"target_kl", "target_kl: null", "algorithm.kl_ctrl.type", "fixed"},
       {"kl_horizon", "kl_horizon: 500", "algorithm.kl_ctrl.horizon", "500"},
       {"ppo_epochs", "ppo_epochs: 2", "actor_rollout_ref.actor.ppo_epochs", "2"},
+      {"ppo_epochs", with_critic("{}", "ppo_epochs: 2"), "critic.ppo_epochs", "1"},  // ROLL's critic: one pass
       {"pg_clip", "pg_clip: 0.3", "actor_rollout_ref.actor.clip_ratio", "0.3"},
       {"pg_clip", "pg_clip: 0.3", "actor_rollout_ref.actor.clip_ratio_low", "0.3"},
       {"pg_clip", "pg_clip: 0.3", "actor_rollout_ref.actor.clip_ratio_high", "0.3"},
@@ -318,6 +335,89 @@ const std::vector<RowCase>& row_cases() {
        "actor_rollout_ref.ref.megatron.sequence_parallel", "true"},
       {"reference.infer_batch_size", "reference: {infer_batch_size: 24}",
        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "24"},
+      // critic
+      {"critic.model_args.model_name_or_path", with_critic("{model_args: {model_name_or_path: v}}"),
+       "critic.model.path", "v"},
+      {"reward_pretrain", with_critic("{}", "reward_pretrain: rm"), "critic.model.path", "rm"},
+      {"critic.model_args.model_name_or_path",
+       with_critic("{model_args: {model_name_or_path: v}}", "reward_pretrain: rm"), "critic.model.path", "v"},
+      {"critic.model_args.dtype", with_critic("{model_args: {dtype: fp32}}"), "critic.megatron.dtype", "float32"},
+      {"critic.training_args.learning_rate", with_critic("{training_args: {learning_rate: 2.0e-3}}"),
+       "critic.optim.lr", "0.002"},
+      {"critic.training_args.weight_decay", with_critic("{training_args: {weight_decay: 0.1}}"),
+       "critic.optim.weight_decay", "0.1"},
+      {"critic.training_args.adam_beta1", with_critic("{training_args: {adam_beta1: 0.8}}"), "critic.optim.betas",
+       "[0.8, 0.999]"},
+      {"critic.training_args.adam_beta2", with_critic("{training_args: {adam_beta2: 0.95}}"), "critic.optim.betas",
+       "[0.9, 0.95]"},
+      {"critic.training_args.lr_scheduler_type", with_critic("{training_args: {lr_scheduler_type: cosine}}"),
+       "critic.optim.lr_decay_style", "cosine"},
+      {"critic.training_args.lr_scheduler_type",
+       with_critic("{training_args: {lr_scheduler_type: constant_with_warmup}}"), "critic.optim.lr_decay_style",
+       "constant"},
+      // 64 prompts x 8 = 512 responses, 128 per critic optimizer step: K = 4, and with ppo_epochs 2 still 4
+      // (the critic's one pass): ceil(10 / 4) = 3 where the actor's would be ceil(10 / 8) = 2.
+      {"critic.training_args.warmup_steps",
+       with_critic("{training_args: {warmup_steps: 80, per_device_train_batch_size: 128}}",
+                   "rollout_batch_size: 64, num_return_sequences_in_group: 8"),
+       "critic.optim.lr_warmup_steps", "20"},
+      {"critic.training_args.warmup_steps",
+       with_critic("{training_args: {warmup_steps: 10, per_device_train_batch_size: 128}}",
+                   "rollout_batch_size: 64, num_return_sequences_in_group: 8, ppo_epochs: 2"),
+       "critic.optim.lr_warmup_steps", "3"},
+      {"critic.training_args.warmup_ratio", with_critic("{training_args: {warmup_ratio: 0.1}}"),
+       "critic.optim.lr_warmup_steps_ratio", "0.1"},
+      // On actor_train's two ranks, TP 1: dp 2; 4 per device x 2 accumulated x 2 = 16 responses = 2 prompts of 8.
+      {"critic.training_args.per_device_train_batch_size",
+       with_critic("{training_args: {per_device_train_batch_size: 4, gradient_accumulation_steps: 2}}",
+                   "num_return_sequences_in_group: 8, rollout_batch_size: 4, actor_train: {device_mapping: [0, 1]}"),
+       "critic.ppo_mini_batch_size", "2"},
+      {"critic.training_args.per_device_train_batch_size",
+       with_critic("{training_args: {per_device_train_batch_size: 4, gradient_accumulation_steps: 2}}",
+                   "num_return_sequences_in_group: 8, rollout_batch_size: 4, actor_train: {device_mapping: [0, 1]}"),
+       "critic.ppo_micro_batch_size_per_gpu", "4"},
+      // The critic's own TP 2 on the same two ranks: dp 1, so its step is 8 responses = 1 prompt.
+      {"critic.training_args.gradient_accumulation_steps",
+       with_critic("{training_args: {per_device_train_batch_size: 4, gradient_accumulation_steps: 2}, strategy_args: "
+                   "{strategy_config: {tensor_model_parallel_size: 2}}}",
+                   "num_return_sequences_in_group: 8, rollout_batch_size: 4, actor_train: {device_mapping: [0, 1]}"),
+       "critic.ppo_mini_batch_size", "1"},
+      {"critic.strategy_args.strategy_name", with_critic("{strategy_args: {strategy_name: megatron_train}}"),
+       "critic.strategy", "megatron"},
+      {"critic.strategy_args.strategy_config.tensor_model_parallel_size",
+       with_critic("{strategy_args: {strategy_config: {tensor_model_parallel_size: 2}}}",
+                   "actor_train: {device_mapping: [0, 1]}"),
+       "critic.megatron.tensor_model_parallel_size", "2"},
+      {"critic.strategy_args.strategy_config.pipeline_model_parallel_size",
+       with_critic("{strategy_args: {strategy_config: {pipeline_model_parallel_size: 2}}}",
+                   "actor_train: {device_mapping: [0, 1]}"),
+       "critic.megatron.pipeline_model_parallel_size", "2"},
+      {"critic.strategy_args.strategy_config.context_parallel_size",
+       with_critic("{strategy_args: {strategy_config: {context_parallel_size: 2}}}",
+                   "actor_train: {device_mapping: [0, 1]}"),
+       "critic.megatron.context_parallel_size", "2"},
+      {"critic.strategy_args.strategy_config.expert_model_parallel_size",
+       with_critic("{strategy_args: {strategy_config: {expert_model_parallel_size: 2}}}"),
+       "critic.megatron.expert_model_parallel_size", "2"},
+      {"critic.strategy_args.strategy_config.sequence_parallel",
+       with_critic("{strategy_args: {strategy_config: {sequence_parallel: true}}}"),
+       "critic.megatron.sequence_parallel", "true"},
+      {"critic.strategy_args.strategy_config.use_distributed_optimizer",
+       with_critic("{strategy_args: {strategy_config: {use_distributed_optimizer: true}}}"),
+       "critic.megatron.use_distributed_optimizer", "true"},
+      {"critic.strategy_args.strategy_config.overlap_grad_reduce",
+       with_critic("{strategy_args: {strategy_config: {overlap_grad_reduce: true}}}"),
+       "critic.megatron.overlap_grad_reduce", "true"},
+      {"critic.strategy_args.strategy_config.overlap_param_gather",
+       with_critic("{strategy_args: {strategy_config: {overlap_param_gather: true}}}"),
+       "critic.megatron.overlap_param_gather", "true"},
+      {"critic.strategy_args.strategy_config.max_grad_norm",
+       with_critic("{strategy_args: {strategy_config: {max_grad_norm: 0.5}}}"), "critic.optim.clip_grad", "0.5"},
+      {"critic.strategy_args.strategy_config.adam_epsilon",
+       with_critic("{strategy_args: {strategy_config: {adam_epsilon: 1.0e-6}}}"), "critic.optim.eps", "1e-06"},
+      {"critic.strategy_args.strategy_config.lr_scheduler_kwargs.min_lr",
+       with_critic("{strategy_args: {strategy_config: {lr_scheduler_kwargs: {min_lr: 3.0e-5}}}}"),
+       "critic.optim.min_lr", "3e-05"},
       // validation
       {"validation.generating_args.temperature", "validation: {generating_args: {temperature: 0.0}}",
        "actor_rollout_ref.rollout.val_kwargs.temperature", "0"},
@@ -383,6 +483,85 @@ TEST(RollConfig, AbsentKeysTakeRollsDefaults) {
   // A role's defaults apply once the file has the role.
   EXPECT_TRUE(same_value(verl_at(translate("reference: {}"), "actor_rollout_ref.ref.megatron.dtype"), "bfloat16"));
   EXPECT_TRUE(same_value(verl_at(translate("validation: {}"), "actor_rollout_ref.rollout.val_kwargs.top_k"), "50"));
+}
+
+// A critic section is ROLL's worker with ROLL's defaults, not verl's nulls that follow the actor: here
+// the actor is fp32 at TP 2 with ZeRO-1, a custom learning rate, loss_agg_mode and ppo_epochs, and the
+// critic keeps bf16, TP 1, no ZeRO-1, ROLL's optimizer, one pass and its own loss aggregation.
+TEST(RollConfig, ACriticSectionTakesRollsDefaultsNotTheActors) {
+  const RollConfig config = translate(with_critic(
+      "{}", "actor_train: {device_mapping: [0, 1], model_args: {dtype: fp32}, training_args: {learning_rate: "
+            "1.0e-3}, strategy_args: {strategy_config: {tensor_model_parallel_size: 2, use_distributed_optimizer: "
+            "true}}}, loss_agg_mode: token-mean, ppo_epochs: 2"));
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"critic.optim.lr", "5e-05"},
+      {"critic.optim.weight_decay", "0"},
+      {"critic.optim.betas", "[0.9, 0.999]"},
+      {"critic.optim.lr_decay_style", "linear"},
+      {"critic.optim.lr_warmup_steps", "0"},
+      {"critic.megatron.dtype", "bfloat16"},
+      {"critic.megatron.tensor_model_parallel_size", "1"},
+      {"critic.megatron.pipeline_model_parallel_size", "1"},
+      {"critic.megatron.context_parallel_size", "1"},
+      {"critic.megatron.expert_model_parallel_size", "1"},
+      {"critic.megatron.sequence_parallel", "false"},
+      {"critic.megatron.use_distributed_optimizer", "false"},
+      {"critic.megatron.overlap_grad_reduce", "false"},
+      {"critic.megatron.overlap_param_gather", "false"},
+      // 8 per device on dp 2 (TP 1 on the actor's two ranks): 16 responses per optimizer step.
+      {"critic.ppo_micro_batch_size_per_gpu", "8"},
+      {"critic.ppo_mini_batch_size", "16"},
+      {"critic.ppo_epochs", "1"},
+      {"critic.cliprange_value", ".inf"},  // ROLL's value_clip null: no clip
+      {"critic.loss_agg_mode", "seq-mean-token-mean"},
+      {"trainer.critic_warmup", "0"},
+      {"algorithm.lam", "0.95"},
+  };
+  for (const auto& [key, expected] : defaults) EXPECT_TRUE(same_value(verl_at(config, key), expected)) << key;
+  // Neither critic.model_args.model_name_or_path nor reward_pretrain: the critic starts from the actor's
+  // model (verl's null), and without a device_mapping it takes actor_train's ranks (verl's null).
+  EXPECT_FALSE(verl_at(config, "critic.model.path").IsDefined());
+  EXPECT_FALSE(verl_at(config, "critic.device_mapping").IsDefined());
+}
+
+// ROLL builds its critic only for gae: otherwise the section (and value_clip, reward_pretrain) changes
+// nothing, however wrong its values would be for a critic.
+TEST(RollConfig, TheCriticSectionWithoutGaeHasNoEffect) {
+  const RollConfig plain = translate("");
+  const RollConfig config = translate(
+      "{value_clip: 0.3, reward_pretrain: rm, critic: {model_args: {model_name_or_path: v, dtype: fp16}, "
+      "training_args: {learning_rate: 1.0, per_device_train_batch_size: 3}, strategy_args: {strategy_name: "
+      "fsdp2_train, strategy_config: {tensor_model_parallel_size: 4}}, device_mapping: [3]}}");
+  EXPECT_EQ(leaves(config.verl_tree), leaves(plain.verl_tree));
+  EXPECT_FALSE(config.device_mapping.ranks_by_role.contains("critic"));
+}
+
+// The critic's keys that have no verl key: accepted, and the tree is the one without them.
+TEST(RollConfig, CriticKeysWithoutAVerlKeyWriteNothing) {
+  const RollConfig plain = translate(with_critic("{}"));
+  for (const char* model_type : {"trl", "auto_token_classification", "null"}) {
+    const RollConfig config = translate(with_critic(fmt::format(
+        "{{model_args: {{model_type: {}, disable_gradient_checkpointing: true, attn_implementation: fa2}}, "
+        "training_args: {{num_train_epochs: 2, max_steps: 9, seed: 1}}, strategy_args: {{strategy_config: "
+        "{{virtual_pipeline_model_parallel_size: 1, expert_tensor_parallel_size: null, recompute_granularity: full, "
+        "recompute_method: uniform, recompute_num_layers: 1}}}}, infer_batch_size: 4}}",
+        model_type)));
+    EXPECT_EQ(leaves(config.verl_tree), leaves(plain.verl_tree)) << model_type;
+  }
+}
+
+TEST(RollDeviceMapping, TheCriticRunsOnItsOwnRanksOrActorTrains) {
+  const std::vector<int64_t> both = {0, 1}, others = {2, 3};
+  const std::string actor = "actor_train: {device_mapping: [0, 1]}";
+  const RollConfig absent = translate(with_critic("{}", actor));
+  EXPECT_EQ(absent.device_mapping.ranks_by_role.at("critic"), both);
+  EXPECT_FALSE(verl_at(absent, "critic.device_mapping").IsDefined());  // null: the actor's ranks
+  const RollConfig own = translate(with_critic("{device_mapping: 'list(range(2, 4))'}", actor));
+  EXPECT_EQ(own.device_mapping.ranks_by_role.at("critic"), others);
+  EXPECT_EQ(verl_at(own, "critic.device_mapping").as<std::vector<int64_t>>(), others);
+  EXPECT_NE(error_of(with_critic("{device_mapping: 'list(range(a, 2))'}", actor))
+                .find("critic.device_mapping: expected a list of ranks"),
+            std::string::npos);
 }
 
 // Keys that are accepted but change nothing, the ones ROLL itself overwrites, and those accepted only
@@ -471,8 +650,11 @@ TEST(RollConfig, OtherEnginesThanRlforgesAreErrors) {
 // ROLL settings whose numbers no verl key reproduces.
 TEST(RollConfig, ValuesRlforgeCannotHonourAreErrors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"adv_estimator: gae", "adv_estimator: 'gae' needs the critic role"},
-      {"adv_estimator: gigpo", "adv_estimator: 'gigpo': expected grpo or reinforce"},
+      {"adv_estimator: gae", "adv_estimator: 'gae' needs ROLL's critic section"},
+      {"{adv_estimator: gae, critic: {}}", "whiten_advantages: false with gae: verl's gae always whitens"},
+      {with_critic("{}", "norm_mean_type: batch"), "norm_mean_type: batch: ROLL normalises the rewards before GAE"},
+      {with_critic("{}", "norm_std_type: running"), "norm_std_type: running: ROLL normalises the rewards"},
+      {"adv_estimator: gigpo", "adv_estimator: 'gigpo': expected gae, grpo or reinforce"},
       {"adv_estimator: reinforce", "adv_estimator: reinforce with norm_mean_type null, norm_std_type null"},
       {"{adv_estimator: reinforce, norm_mean_type: batch, norm_std_type: batch}", "has no verl estimator"},
       {"whiten_advantages: true", "whiten_advantages: true: verl's grpo does not whiten"},
@@ -492,7 +674,20 @@ TEST(RollConfig, ValuesRlforgeCannotHonourAreErrors) {
       {"{prompt_length: 16, sequence_length: 30}", "sequence_length: 30 is not prompt_length + response_length"},
       {"max_ckpt_to_keep: -1", "max_ckpt_to_keep: must be >= 0"},
       {"rollout_batch_size: 0", "rollout_batch_size: must be positive"},
-      {"critic: {model_args: {dtype: bf16}}", "critic: not yet"},
+      {with_critic("{model_args: {model_type: auto_sequence_classification}}"),
+       "critic.model_args.model_type: 'auto_sequence_classification': expected trl or auto_token_classification"},
+      {with_critic("{model_args: {dtype: fp16}}"), "critic.model_args.dtype: 'fp16': expected fp32 or bf16"},
+      {with_critic("{strategy_args: {strategy_name: fsdp2_train}}"),
+       "critic.strategy_args.strategy_name: 'fsdp2_train': rlforge runs its own engines"},
+      {with_critic("{}", "value_clip: -1"), "value_clip: must be >= 0"},
+      {"critic_warmup: -1", "critic_warmup: must be >= 0"},
+      {with_critic("{strategy_args: {strategy_config: {tensor_model_parallel_size: 2}}}"),
+       "critic.strategy_args.strategy_config.tensor_model_parallel_size: TP x PP x CP = 2 does not divide the 1 ranks"},
+      {with_critic("{strategy_args: {strategy_config: {virtual_pipeline_model_parallel_size: 2}}}"),
+       "critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size: 2: rlforge's engine has no such "
+       "parallelism"},
+      {with_critic("{training_args: {per_device_train_batch_size: 3}}", "num_return_sequences_in_group: 2"),
+       "critic.training_args.gradient_accumulation_steps: an optimizer step's 3 responses"},
       // 3 responses per optimizer step are not whole groups of 2; 8 do not divide a step's 2 x 2.
       {"{num_return_sequences_in_group: 2, actor_train: {training_args: {per_device_train_batch_size: 3}}}",
        "actor_train.training_args.gradient_accumulation_steps: an optimizer step's 3 responses"},
@@ -673,7 +868,19 @@ TEST(RollConfig, EveryRowIsCovered) {
                           "rewards.*.tag_included",
                           "rewards.*.world_size",
                           "rewards.*.infer_batch_size",
-                          "critic"})
+                          "critic.model_args.model_type",
+                          "critic.model_args.disable_gradient_checkpointing",
+                          "critic.model_args.attn_implementation",
+                          "critic.training_args.num_train_epochs",
+                          "critic.training_args.max_steps",
+                          "critic.training_args.seed",
+                          "critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+                          "critic.strategy_args.strategy_config.expert_tensor_parallel_size",
+                          "critic.strategy_args.strategy_config.recompute_granularity",
+                          "critic.strategy_args.strategy_config.recompute_method",
+                          "critic.strategy_args.strategy_config.recompute_num_layers",
+                          "critic.device_mapping",
+                          "critic.infer_batch_size"})
     covered.insert(row);
   for (const RollKey& row : roll_keys()) EXPECT_TRUE(covered.contains(std::string(row.key))) << row.key;
 }
