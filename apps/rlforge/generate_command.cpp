@@ -11,8 +11,13 @@
 //                     sample_index, prompt, response, response_ids, finish_reason, num_prompt_tokens
 //   --chat            a text prompt becomes one user message; messages always go through the chat
 //                     template of tokenizer_config.json (chat_template.h), with the generation prompt
+// The tokenizer is the folder's tokenizer.json of either kind `rlforge sft` and `rlforge train` read
+// (data/load_tokenizer.h): Hugging Face byte-level BPE, or the built-in character tokenizer that their
+// exports on a built-in task carry (the arith checkpoints' huggingface/ folders).
 // Plain text is encoded with the tokenizer's post-processor (Llama-3 prepends <|begin_of_text|>, as
-// transformers' tokenizer(text) does); a rendered chat already carries what its template adds.
+// transformers' tokenizer(text) does); a rendered chat already carries what its template adds. The
+// character tokenizer has none, so a prompt for a model SFT trained on [bos] prompt response eos starts
+// with "<bos>" in its text, as it would in transformers.
 // Generation stops at an eos id, taken as transformers' generate takes it: generation_config.json's
 // eos_token_id (a number or a list), else config.json's, else the tokenizer's eos_token; or after
 // --max-new-tokens. Ids the tokenizer has no text for (a model's padded vocabulary rows) are never drawn.
@@ -23,13 +28,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "apps/rlforge/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "data/bpe_tokenizer.h"
 #include "data/chat_template.h"
+#include "data/load_tokenizer.h"
+#include "data/tokenizer_config.h"
 #include "engine/rollout/rollout_engine.h"
 #include "engine/sampling.h"
 #include "formats/atomic_file.h"
@@ -107,6 +114,15 @@ std::vector<Prompt> read_prompts(const std::string& path) {
   return prompts;
 }
 
+// The chat template of folder `dir`'s tokenizer_config.json; an IoError naming that file when it is
+// absent, has no chat_template, or one of no family rlforge renders (chat_template.h).
+data::ChatTemplate chat_template_of(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "tokenizer_config.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw IoError(path, "missing: chat prompts need the chat template it holds");
+  return data::ChatTemplate::from_config(data::read_tokenizer_config(path));
+}
+
 // Room for every sequence at once when it fits in 1 GiB of KV cache (else continuous batching takes
 // them in turns), and for at least the longest one.
 engine::rollout::RolloutConfig rollout_config(const model::ModelConfig& config, DType dtype,
@@ -137,10 +153,10 @@ int run_generate(const GenerateOptions& o, bool from_file) {
   if (!fs::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
   const model::HfModelFolder folder = model::HfModelFolder::open(o.model);
   const model::ModelConfig& config = folder.config;
-  const data::BpeTokenizer tokenizer = data::BpeTokenizer::load(o.model);
+  const std::unique_ptr<data::Tokenizer> tokenizer = data::load_tokenizer(o.model);
   // transformers' rule: generation_config.json's eos_token_id, else config.json's, else the tokenizer's.
   std::vector<int64_t> stop_ids = model::generation_eos_ids(folder, o.model);
-  if (stop_ids.empty() && tokenizer.eos_id()) stop_ids = {*tokenizer.eos_id()};
+  if (stop_ids.empty() && tokenizer->eos_id()) stop_ids = {*tokenizer->eos_id()};
 
   std::vector<Prompt> prompts;
   if (from_file) {
@@ -153,13 +169,13 @@ int run_generate(const GenerateOptions& o, bool from_file) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     Prompt& p = prompts[i];
     if (o.chat && p.text) p.messages = {{"user", *p.text}};
-    if (!p.messages.empty() && !chat_template) chat_template = data::ChatTemplate::from_config(tokenizer.config());
+    if (!p.messages.empty() && !chat_template) chat_template = chat_template_of(o.model);
     std::vector<int64_t> ids;
     try {
       ids = p.messages.empty()
-                ? tokenizer.encode(*p.text, data::AddSpecialTokens::yes)
-                : tokenizer.encode(chat_template->render(p.messages, data::GenerationPrompt::yes),
-                                   data::AddSpecialTokens::no);
+                ? tokenizer->encode(*p.text, data::AddSpecialTokens::yes)
+                : tokenizer->encode(chat_template->render(p.messages, data::GenerationPrompt::yes),
+                                    data::AddSpecialTokens::no);
     } catch (const Error& e) {  // a role the template cannot render, text that is not UTF-8
       throw Error(fmt::format("{}: {}", p.where, e.what()));
     }
@@ -194,13 +210,13 @@ int run_generate(const GenerateOptions& o, bool from_file) {
     sampling.seed = o.sampling.seed;
     sampling.n = o.n;
     sampling.max_tokens = o.max_new_tokens;
-    return engine.generate(requests, sampling, stop_ids, std::min(config.vocab_size, tokenizer.vocab_size()));
+    return engine.generate(requests, sampling, stop_ids, std::min(config.vocab_size, tokenizer->vocab_size()));
   }();
 
   const auto response_text = [&](const engine::rollout::RolloutSample& s) {
     std::span<const int64_t> ids = s.token_ids;
     if (s.finish_reason == engine::FinishReason::stop) ids = ids.first(ids.size() - 1);
-    return tokenizer.decode(ids, data::SpecialTokens::skip);
+    return tokenizer->decode(ids, data::SpecialTokens::skip);
   };
   if (!from_file) {
     for (size_t k = 0; k < results.size(); ++k) {

@@ -19,7 +19,7 @@
 
 #include "apps/rlforge/commands.h"
 #include "core/error.h"
-#include "data/bpe_tokenizer.h"
+#include "data/load_tokenizer.h"
 
 namespace rf::apps {
 namespace {
@@ -50,7 +50,9 @@ std::vector<int64_t> parse_ids(const std::string& json_text, const std::string& 
 }
 
 int run_tokenize(const TokenizeOptions& o, Input input) {
-  const data::BpeTokenizer tok = data::BpeTokenizer::load(o.tokenizer);
+  // Either kind of tokenizer.json: Hugging Face byte-level BPE, or the built-in character tokenizer.
+  const std::unique_ptr<data::Tokenizer> tokenizer = data::load_tokenizer(o.tokenizer);
+  const data::Tokenizer& tok = *tokenizer;
   const auto add = o.add_special_tokens ? data::AddSpecialTokens::yes : data::AddSpecialTokens::no;
   const auto specials = o.skip_special_tokens ? data::SpecialTokens::skip : data::SpecialTokens::keep;
   if (input == Input::text) {

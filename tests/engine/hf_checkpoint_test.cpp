@@ -7,7 +7,6 @@
 #include "engine/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
@@ -15,25 +14,16 @@
 #include "core/philox.h"
 #include "engine/train_engine.h"
 #include "model/hf_weights.h"
+#include "support/scratch_folder.h"
 
 namespace rf::engine {
 namespace {
 
 namespace fs = std::filesystem;
 
-class HfCheckpoint : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / fmt::format("rf_hfckpt_{}_{}", test->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+using rf::testing::folder_files;
 
-  fs::path dir_;
-};
+class HfCheckpoint : public rf::testing::ScratchFolderTest {};
 
 model::ModelConfig config_of(model::Arch arch, bool tied) {
   model::ModelConfig c;
@@ -49,13 +39,6 @@ model::ModelConfig config_of(model::Arch arch, bool tied) {
   c.attention_bias = arch == model::Arch::qwen2;
   c.qk_norm = arch == model::Arch::qwen3;
   return c;
-}
-
-std::map<std::string, std::string> folder_files(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& item : fs::directory_iterator(dir))
-    files[item.path().filename().string()] = model::read_file_bytes(item.path().string());
-  return files;
 }
 
 // A folder with unknown config fields and side files; returns its weights.

@@ -6,50 +6,18 @@
 
 #include "core/element_access.h"
 #include "engine/greedy_decode.h"
+#include "engine_fixture.h"
 #include "support/test_support.h"
 
 namespace rf::engine {
 namespace {
 
-model::ModelConfig tiny_config() {
-  model::ModelConfig c;
-  c.vocab_size = 20;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 4;
-  c.initializer_range = 0.2;
-  return c;
-}
-
-optim::OptimConfig adam(double lr) {
-  optim::OptimConfig c;
-  c.lr = lr;
-  c.lr_decay_steps = 100;
-  return c;
-}
-
-EngineConfig f32_engine() {
-  EngineConfig c;
-  c.dtype = "float32";
-  return c;
-}
-
-TensorMap micro_batch(const std::vector<std::vector<int64_t>>& docs) {
-  const model::PackedSequences p = model::pack_sequences(docs);
-  return make_micro_batch(clone(p.tokens_N, DType::i64), clone(p.positions_N, DType::i64),
-                          clone(p.targets_N, DType::i64), p.cu_seqlens);
-}
-
-// A step's micro-batches (TensorMaps are move-only, so no initializer lists).
-template <class... Maps>
-std::vector<TensorMap> step(Maps&&... maps) {
-  std::vector<TensorMap> out;
-  (out.push_back(std::move(maps)), ...);
-  return out;
-}
+using engine_testing::adam;
+using engine_testing::f32_engine;
+using engine_testing::kDocs;
+using engine_testing::micro_batch;
+using engine_testing::step;
+using engine_testing::tiny_config;
 
 // Token-mean negative log-likelihood over the whole step, exact under any micro-batching.
 LossOutput token_mean_nll(const TensorMap& mb, const model::ModelOutputs& out, const LossContext& ctx,
@@ -66,16 +34,13 @@ LossOutput token_mean_nll(const TensorMap& mb, const model::ModelOutputs& out, c
 }
 
 struct Harness {
-  kernels::KernelRegistry kernels;
-  dist::ParallelContext parallel = dist::ParallelContext::single_process();
-  MemoryTracker tracker;
+  engine_testing::EngineEnv env;
   TrainEngine engine;
-  explicit Harness(double lr = 1e-2) : engine(f32_engine(), adam(lr), tiny_config(), kernels, parallel, tracker, 64) {
+  explicit Harness(double lr = 1e-2)
+      : engine(f32_engine(), adam(lr), tiny_config(), env.kernels, env.parallel, env.tracker, 64) {
     engine.init_random_weights(1);
   }
 };
-
-const std::vector<std::vector<int64_t>> kDocs = {{1, 5, 7, 9, 2}, {1, 3, 3, 2}, {1, 8, 6, 4, 11, 12, 2}, {1, 19, 2}};
 
 TEST(TrainEngine, LossAndUpdateDoNotDependOnMicroBatching) {
   Harness one, three;
@@ -160,7 +125,7 @@ TEST(TrainEngine, MissingColumnsAndBadConfigsAreNamed) {
   EngineConfig tp2 = f32_engine();
   tp2.tensor_model_parallel_size = 2;
   try {
-    TrainEngine engine(tp2, adam(1e-2), tiny_config(), h.kernels, h.parallel, h.tracker, 64);
+    TrainEngine engine(tp2, adam(1e-2), tiny_config(), h.env.kernels, h.env.parallel, h.env.tracker, 64);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "tensor_model_parallel_size");

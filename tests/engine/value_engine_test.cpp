@@ -8,59 +8,31 @@
 #include "core/element_access.h"
 #include "engine/infer_engine.h"
 #include "engine/train_engine.h"
+#include "engine_fixture.h"
 #include "support/test_support.h"
 
 namespace rf::engine {
 namespace {
 
-model::ModelConfig value_config(model::HeadKind head) {
-  model::ModelConfig c;
-  c.arch = model::Arch::qwen2;
-  c.attention_bias = true;
-  c.vocab_size = 20;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 4;
-  c.initializer_range = 0.2;
-  c.head = head;
-  return c;
-}
+using engine_testing::adam;
+using engine_testing::f32_engine;
+using engine_testing::kDocs;
+using engine_testing::step;
 
-EngineConfig f32_engine() {
-  EngineConfig c;
-  c.dtype = "float32";
-  return c;
-}
-
-optim::OptimConfig adam(double lr) {
-  optim::OptimConfig c;
-  c.lr = lr;
-  c.lr_decay_steps = 100;
-  return c;
-}
-
-const std::vector<std::vector<int64_t>> kDocs = {{1, 5, 7, 9, 2}, {1, 3, 3, 2}, {1, 8, 6, 4, 11, 12, 2}, {1, 19, 2}};
+model::ModelConfig value_config(model::HeadKind head) { return engine_testing::tiny_config(model::Arch::qwen2, head); }
 
 // The documents packed, with a "returns" column: 0.5 at even token ids, -0.25 at odd ones.
 TensorMap micro_batch(const std::vector<std::vector<int64_t>>& docs) {
-  const model::PackedSequences p = model::pack_sequences(docs);
-  TensorMap mb = make_micro_batch(clone(p.tokens_N, DType::i64), clone(p.positions_N, DType::i64),
-                                  clone(p.targets_N, DType::i64), p.cu_seqlens);
-  Tensor returns({p.tokens_N.numel()}, DType::f32);
+  TensorMap mb = engine_testing::micro_batch(docs);
+  const TensorView tokens = mb.get("input_ids");
+  Tensor returns({tokens.numel()}, DType::f32);
   for (int64_t n = 0; n < returns.numel(); ++n)
-    returns.data<float>()[n] = p.tokens_N.data<int64_t>()[n] % 2 == 0 ? 0.5f : -0.25f;
+    returns.data<float>()[n] = tokens.data<int64_t>()[n] % 2 == 0 ? 0.5f : -0.25f;
   mb.set("returns", std::move(returns));
   return mb;
 }
 
-std::vector<TensorMap> one_micro_batch() {
-  std::vector<TensorMap> out;
-  out.push_back(micro_batch(kDocs));
-  return out;
-}
+std::vector<TensorMap> one_micro_batch() { return step(micro_batch(kDocs)); }
 
 // Mean squared error of the values against the returns over the step's loss tokens.
 LossOutput squared_error(const TensorMap& mb, const model::ModelOutputs& out, const LossContext& ctx,
@@ -77,10 +49,9 @@ LossOutput squared_error(const TensorMap& mb, const model::ModelOutputs& out, co
 }
 
 TEST(ValueEngine, ACriticLearnsFixedReturnsAndForwardOnlyReturnsValues) {
-  kernels::KernelRegistry kernels;
-  dist::ParallelContext parallel = dist::ParallelContext::single_process();
-  MemoryTracker tracker;
-  TrainEngine critic(f32_engine(), adam(3e-2), value_config(model::HeadKind::value), kernels, parallel, tracker, 64);
+  engine_testing::EngineEnv env;
+  TrainEngine critic(f32_engine(), adam(3e-2), value_config(model::HeadKind::value), env.kernels, env.parallel,
+                     env.tracker, 64);
   critic.init_random_weights(1);
   double first = 0, last = 0;
   for (int i = 0; i < 15; ++i) {
@@ -107,13 +78,11 @@ TEST(ValueEngine, ACriticLearnsFixedReturnsAndForwardOnlyReturnsValues) {
 }
 
 TEST(ValueEngine, ARewardModelScoresEachDocumentAtItsLastToken) {
-  kernels::KernelRegistry kernels;
-  dist::ParallelContext parallel = dist::ParallelContext::single_process();
-  MemoryTracker tracker;
+  engine_testing::EngineEnv env;
   const model::ModelConfig config = value_config(model::HeadKind::score);
-  TrainEngine trainer(f32_engine(), adam(1e-3), config, kernels, parallel, tracker, 64);
+  TrainEngine trainer(f32_engine(), adam(1e-3), config, env.kernels, env.parallel, env.tracker, 64);
   trainer.init_random_weights(2);
-  InferEngine reward_model(f32_engine(), config, kernels, parallel, tracker, 64);
+  InferEngine reward_model(f32_engine(), config, env.kernels, env.parallel, env.tracker, 64);
   trainer.export_weights([&](const std::string& name, TensorView full) { reward_model.update_weights(name, full); });
 
   const std::vector<TensorMap> scored = reward_model.compute_values(one_micro_batch());
@@ -128,11 +97,8 @@ TEST(ValueEngine, ARewardModelScoresEachDocumentAtItsLastToken) {
   for (int64_t d = 0; d < 4; ++d)
     EXPECT_EQ(scores_D.data<float>()[d], load_f64(full.outputs[0].get("values"), last_rows[size_t(d)])) << d;
   // The score of a document is its own: the same document alone scores the same (causal attention).
-  const Tensor alone = last_token_values(reward_model.compute_values([] {
-    std::vector<TensorMap> out;
-    out.push_back(micro_batch({kDocs[2]}));
-    return out;
-  }())[0].get("values"), std::vector<int32_t>{0, 7});
+  const Tensor alone = last_token_values(reward_model.compute_values(step(micro_batch({kDocs[2]})))[0].get("values"),
+                                         std::vector<int32_t>{0, 7});
   EXPECT_NEAR(alone.data<float>()[0], scores_D.data<float>()[2], 1e-6);
 
   const std::vector<int32_t> empty_document = {0, 4, 4, 19};
@@ -142,7 +108,7 @@ TEST(ValueEngine, ARewardModelScoresEachDocumentAtItsLastToken) {
                                        "has no LM head");
   model::ModelConfig lm = config;
   lm.head = model::HeadKind::lm;
-  InferEngine ref(f32_engine(), lm, kernels, parallel, tracker, 64);
+  InferEngine ref(f32_engine(), lm, env.kernels, env.parallel, env.tracker, 64);
   rf::testing::expect_error_containing([&] { ref.compute_values(one_micro_batch()); }, "no value head");
 }
 

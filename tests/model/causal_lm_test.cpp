@@ -4,13 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/element_access.h"
-#include "core/philox.h"
 #include "model/hf_weights.h"
 #include "model/param_init.h"
 #include "model_fixture.h"
@@ -19,16 +16,10 @@
 namespace rf::model {
 namespace {
 
+using testing::fast_kernels;
 using testing::ModelUnderTest;
-
-const kernels::KernelRegistry& ref_kernels() {
-  static const kernels::KernelRegistry registry(kernels::KernelConfig{.optimization_level = 0});
-  return registry;
-}
-const kernels::KernelRegistry& fast_kernels() {
-  static const kernels::KernelRegistry registry;
-  return registry;
-}
+using testing::ref_kernels;
+using rf::testing::max_abs;
 
 // Runs forward + backward of `dtype` weights converted from `source`, returning the gradients in f64.
 struct RunResult {
@@ -44,14 +35,8 @@ RunResult run(const ModelConfig& config, const ParamStore& source, DType dtype, 
   const ModelOutputs out = m.model.forward(packed.inputs(0.9));
   RunResult r{clone(out.logp_N, DType::f64), clone(out.entropy_N, DType::f64), {}};
   m.model.backward({w.a_N, w.b_N});
-  for (const auto& e : m.params.layout().entries()) r.grads.push_back(clone(m.grads.get(e.name), DType::f64));
+  r.grads = testing::grads_f64(m);
   return r;
-}
-
-double max_abs(TensorView t) {
-  double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(load_f64(t, i)));
-  return m;
 }
 
 class FastModel : public ::testing::TestWithParam<Arch> {};
@@ -60,7 +45,7 @@ TEST_P(FastModel, F32MatchesTheF64OracleAndBf16StaysClose) {
   const ModelConfig config = testing::micro_config(GetParam(), false);
   const ParamStore weights(ParamLayout::for_model(config), DType::f64);
   init_params(weights, config, 3);
-  const PackedSequences packed = pack_sequences({{3, 17, 5, 9, 23, 1, 7, 7}, {8, 2, 19}, {4, 11, 12, 13, 0}});
+  const PackedSequences packed = testing::oracle_documents();
   const RunResult oracle = run(config, weights, DType::f64, ref_kernels(), packed, 9);
   const RunResult f32 = run(config, weights, DType::f32, fast_kernels(), packed, 9);
   const RunResult bf16 = run(config, weights, DType::bf16, fast_kernels(), packed, 9);

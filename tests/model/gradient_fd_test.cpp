@@ -3,7 +3,6 @@
 // entropy), at temperature != 1, over two packed documents.
 #include <gtest/gtest.h>
 
-#include "core/philox.h"
 #include "model_fixture.h"
 #include "support/test_support.h"
 
@@ -20,25 +19,15 @@ struct MicroCase {
 
 class MicroModelGradients : public ::testing::TestWithParam<MicroCase> {};
 
-// Weights away from HF's init so every term is exercised: norms ~ U(0.5, 1.5) (a gain applied
-// wrongly shows), biases non-zero.
-void randomize(const ParamStore& params) {
-  const auto& entries = params.layout().entries();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const bool norm = entries[i].name.ends_with("norm.weight");
-    fill_uniform(params.get(entries[i].name), Philox(77, i), norm ? 0.5 : -0.5, norm ? 1.5 : 0.5);
-  }
-}
-
 TEST_P(MicroModelGradients, EveryCoordinateMatchesFiniteDifferences) {
   const MicroCase c = GetParam();
   const kernels::KernelRegistry ref_kernels(
       kernels::KernelConfig{.optimization_level = 0, .batch_invariant = c.batch_invariant});
   const ModelConfig config = testing::micro_config(c.arch, c.tied);
-  const PackedSequences packed = pack_sequences({{3, 17, 5, 9, 23, 1}, {8, 2, 19, 4, 11}});
+  const PackedSequences packed = testing::fd_documents();
   const ModelInputs inputs = packed.inputs(0.8);
   testing::ModelUnderTest m(config, DType::f64, ref_kernels, packed.tokens_N.numel());
-  randomize(m.params);
+  testing::randomize_weights(m.params, 77);
   const auto weights = testing::random_loss_weights(packed, DType::f64, 5);
 
   m.grads.zero();

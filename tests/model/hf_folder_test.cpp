@@ -7,7 +7,6 @@
 #include "model/hf_folder.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include "formats/safetensors_writer.h"
 #include "model/hf_weights.h"
 #include "model/param_layout.h"
+#include "support/scratch_folder.h"
 #include "support/test_support.h"
 
 namespace rf::model {
@@ -26,30 +26,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class HfFolderTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / fmt::format("rf_hf_{}_{}_{}", test->test_suite_name(), test->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+using rf::testing::folder_files;
 
-  fs::path dir_;
-};
+class HfFolderTest : public rf::testing::ScratchFolderTest {};
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-}
-
-// Every file of `dir`, by name.
-std::map<std::string, std::string> folder_files(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& item : fs::directory_iterator(dir)) files[item.path().filename().string()] = read_file_bytes(item.path().string());
-  return files;
 }
 
 ModelConfig small_config(Arch arch, bool tied) {

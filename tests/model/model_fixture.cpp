@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/element_access.h"
+#include "core/philox.h"
 #include "support/test_support.h"
 
 namespace rf::model::testing {
@@ -18,9 +19,20 @@ ModelUnderTest::ModelUnderTest(const ModelConfig& c, DType dtype, const kernels:
   model.reserve(max_tokens);
 }
 
-ModelConfig micro_config(Arch arch, bool tied) {
+const kernels::KernelRegistry& ref_kernels() {
+  static const kernels::KernelRegistry registry(kernels::KernelConfig{.optimization_level = 0});
+  return registry;
+}
+
+const kernels::KernelRegistry& fast_kernels() {
+  static const kernels::KernelRegistry registry;
+  return registry;
+}
+
+ModelConfig micro_config(Arch arch, bool tied, HeadKind head) {
   ModelConfig c;
   c.arch = arch;
+  c.head = head;
   c.vocab_size = 24;
   c.hidden_size = 16;
   c.intermediate_size = 20;
@@ -35,6 +47,26 @@ ModelConfig micro_config(Arch arch, bool tied) {
   c.initializer_range = 0.3;  // large enough that every path carries signal
   c.validate();
   return c;
+}
+
+void randomize_weights(const ParamStore& params, uint64_t seed) {
+  const auto& entries = params.layout().entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const bool norm = entries[i].name.ends_with("norm.weight");
+    fill_uniform(params.get(entries[i].name), Philox(seed, i), norm ? 0.5 : -0.5, norm ? 1.5 : 0.5);
+  }
+}
+
+PackedSequences fd_documents() { return pack_sequences({{3, 17, 5, 9, 23, 1}, {8, 2, 19, 4, 11}}); }
+
+PackedSequences oracle_documents() {
+  return pack_sequences({{3, 17, 5, 9, 23, 1, 7, 7}, {8, 2, 19}, {4, 11, 12, 13, 0}});
+}
+
+std::vector<Tensor> grads_f64(const ModelUnderTest& m) {
+  std::vector<Tensor> grads;
+  for (const auto& e : m.params.layout().entries()) grads.push_back(clone(m.grads.get(e.name), DType::f64));
+  return grads;
 }
 
 std::vector<std::vector<int64_t>> reference_sequences() {

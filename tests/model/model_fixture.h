@@ -1,5 +1,7 @@
-// Helpers shared by the model tests: build a model of a given config and dtype on a kernel
-// registry, load reference folders, and evaluate a scalar loss of the model's outputs.
+// Helpers shared by the model tests, LM and value models alike: the kernel registries, micro configs,
+// weights drawn away from HF's init, the packed documents the tests run on, a model of a given config
+// and dtype, reference folders, and a scalar loss of the model's outputs.
+// Legend: N tokens.
 #pragma once
 
 #include <memory>
@@ -23,9 +25,26 @@ struct ModelUnderTest {
   CausalLm model;
 };
 
+// The f64 oracle's kernels (`ref`, optimization level 0) and the default fast ones.
+const kernels::KernelRegistry& ref_kernels();
+const kernels::KernelRegistry& fast_kernels();
+
 // A micro config of `arch` for exhaustive finite differences (vocab 24, hidden 16, 2 layers,
-// 4 heads over 2 kv heads, ffn 20).
-ModelConfig micro_config(Arch arch, bool tied);
+// 4 heads over 2 kv heads, ffn 20), with `head` on top of the backbone.
+ModelConfig micro_config(Arch arch, bool tied, HeadKind head = HeadKind::lm);
+
+// Weights away from HF's init so that every term shows: norms ~ U(0.5, 1.5) (a gain applied wrongly
+// shows), the rest (biases and a value head's included) ~ U(-0.5, 0.5); tensor i of the layout from
+// Philox(seed, i).
+void randomize_weights(const ParamStore& params, uint64_t seed);
+
+// Two packed documents of 6 and 5 tokens (ids < 24): the finite-difference tests' input.
+PackedSequences fd_documents();
+// Three packed documents of 8, 3 and 5 tokens (ids < 24): the fast-kernels-against-the-oracle input.
+PackedSequences oracle_documents();
+
+// Every parameter's gradient in layout order, in f64.
+std::vector<Tensor> grads_f64(const ModelUnderTest& m);
 
 // The token sequences of shared/reference/hf_models/tokens.json.
 std::vector<std::vector<int64_t>> reference_sequences();

@@ -4,21 +4,17 @@
 // export of ForTokenClassification and ForSequenceClassification folders byte for byte; and an LM
 // folder turned into a critic's (HfModelFolder::set_head) exporting the critic's weights.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "core/philox.h"
 #include "formats/safetensors_folder.h"
 #include "model/hf_folder.h"
 #include "model/hf_weights.h"
 #include "model/param_layout.h"
+#include "support/scratch_folder.h"
 #include "support/test_support.h"
 
 namespace rf::model {
 namespace {
-
-namespace fs = std::filesystem;
 
 nlohmann::json qwen2_json(const std::string& architecture) {
   return nlohmann::json{{"architectures", {architecture}}, {"model_type", "qwen2"},      {"vocab_size", 32},
@@ -94,26 +90,9 @@ TEST(ValueConfig, LayoutsReplaceTheLmHeadWithTheScore) {
   }
 }
 
-class ValueFolder : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / fmt::format("rf_value_folder_{}_{}", test->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+using rf::testing::folder_files;
 
-  fs::path dir_;
-};
-
-std::map<std::string, std::string> folder_files(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& item : fs::directory_iterator(dir))
-    files[item.path().filename().string()] = read_file_bytes(item.path().string());
-  return files;
-}
+class ValueFolder : public rf::testing::ScratchFolderTest {};
 
 TEST_F(ValueFolder, ImportThenExportIsByteForByte) {
   for (HeadKind head : {HeadKind::value, HeadKind::score})

@@ -6,11 +6,9 @@
 // Legend: N tokens.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 
 #include "core/element_access.h"
-#include "core/philox.h"
 #include "model/hf_folder.h"
 #include "model/hf_weights.h"
 #include "model/param_init.h"
@@ -20,49 +18,17 @@
 namespace rf::model {
 namespace {
 
+using testing::fast_kernels;
 using testing::ModelUnderTest;
-
-const kernels::KernelRegistry& ref_kernels() {
-  static const kernels::KernelRegistry registry(kernels::KernelConfig{.optimization_level = 0});
-  return registry;
-}
-const kernels::KernelRegistry& fast_kernels() {
-  static const kernels::KernelRegistry registry;
-  return registry;
-}
-
-ModelConfig value_config(Arch arch, bool tied, HeadKind head) {
-  ModelConfig c = testing::micro_config(arch, tied);
-  c.head = head;
-  return c;
-}
-
-// Weights away from HF's init so that every term shows: norms ~ U(0.5, 1.5), the rest (the score's bias
-// included) ~ U(-0.5, 0.5).
-void randomize(const ParamStore& params, uint64_t seed) {
-  const auto& entries = params.layout().entries();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const bool norm = entries[i].name.ends_with("norm.weight");
-    fill_uniform(params.get(entries[i].name), Philox(seed, i), norm ? 0.5 : -0.5, norm ? 1.5 : 0.5);
-  }
-}
-
-double max_abs(TensorView t) {
-  double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(load_f64(t, i)));
-  return m;
-}
+using testing::randomize_weights;
+using testing::ref_kernels;
+using rf::testing::max_abs;
 
 // L = sum_n a_n values_n.
 double weighted_values(const ModelOutputs& out, TensorView a_N) {
   double loss = 0;
   for (int64_t n = 0; n < out.values_N.numel(); ++n) loss += load_f64(a_N, n) * load_f64(out.values_N, n);
   return loss;
-}
-
-const PackedSequences& two_documents() {
-  static const PackedSequences packed = pack_sequences({{3, 17, 5, 9, 23, 1}, {8, 2, 19, 4, 11}});
-  return packed;
 }
 
 struct ValueCase {
@@ -75,12 +41,12 @@ class ValueModelGradients : public ::testing::TestWithParam<ValueCase> {};
 
 TEST_P(ValueModelGradients, EveryCoordinateMatchesFiniteDifferences) {
   const ValueCase c = GetParam();
-  const ModelConfig config = value_config(c.arch, c.tied, c.head);
-  const PackedSequences& packed = two_documents();
+  const ModelConfig config = testing::micro_config(c.arch, c.tied, c.head);
+  const PackedSequences packed = testing::fd_documents();
   ModelUnderTest m(config, DType::f64, ref_kernels(), packed.tokens_N.numel());
   EXPECT_EQ(m.params.layout().contains("score.bias"), c.head == HeadKind::value);
   EXPECT_FALSE(m.params.layout().contains("lm_head.weight"));
-  randomize(m.params, 78);
+  randomize_weights(m.params, 78);
   const Tensor a_N = rf::testing::random_tensor({packed.tokens_N.numel()}, DType::f64, 6);
 
   m.grads.zero();
@@ -114,17 +80,17 @@ ValueRun run_values(const ModelConfig& config, const ParamStore& source, DType d
   m.grads.zero();
   ValueRun r{clone(m.model.forward(packed.inputs()).values_N, DType::f64), {}};
   m.model.backward({.dvalues_N = a_stat});
-  for (const auto& e : m.params.layout().entries()) r.grads.push_back(clone(m.grads.get(e.name), DType::f64));
+  r.grads = testing::grads_f64(m);
   return r;
 }
 
 TEST(ValueModel, F32MatchesTheF64OracleAndBf16StaysClose) {
   for (HeadKind head : {HeadKind::value, HeadKind::score}) {
     SCOPED_TRACE(head_name(head));
-    const ModelConfig config = value_config(Arch::qwen2, false, head);
+    const ModelConfig config = testing::micro_config(Arch::qwen2, false, head);
     const ParamStore weights(ParamLayout::for_model(config), DType::f64);
-    randomize(weights, 31);
-    const PackedSequences packed = pack_sequences({{3, 17, 5, 9, 23, 1, 7, 7}, {8, 2, 19}, {4, 11, 12, 13, 0}});
+    randomize_weights(weights, 31);
+    const PackedSequences packed = testing::oracle_documents();
     const Tensor a_N = rf::testing::random_tensor({packed.tokens_N.numel()}, DType::f64, 12);
     const ValueRun oracle = run_values(config, weights, DType::f64, ref_kernels(), packed, a_N);
     const ValueRun f32 = run_values(config, weights, DType::f32, fast_kernels(), packed, a_N);
@@ -146,11 +112,11 @@ TEST(ValueModel, F32MatchesTheF64OracleAndBf16StaysClose) {
 // and a zero bias, a value model on the LM's weights returns the LM's logits of token k.
 TEST(ValueModel, AScoreRowFromLmHeadGivesThatColumnOfTheLogits) {
   const ModelConfig lm_config = testing::micro_config(Arch::qwen3, false);
-  const ModelConfig config = value_config(Arch::qwen3, false, HeadKind::value);
-  const PackedSequences& packed = two_documents();
+  const ModelConfig config = testing::micro_config(Arch::qwen3, false, HeadKind::value);
+  const PackedSequences packed = testing::fd_documents();
   const int64_t N = packed.tokens_N.numel(), k = 13;
   ModelUnderTest lm(lm_config, DType::f64, ref_kernels(), N), critic(config, DType::f64, ref_kernels(), N);
-  randomize(lm.params, 5);
+  randomize_weights(lm.params, 5);
   for (const ParamEntry& e : lm.params.layout().entries())
     if (critic.params.layout().contains(e.name)) copy_convert(lm.params.get(e.name), critic.params.get(e.name));
   copy_convert(lm.params.get("lm_head.weight").slice(0, k, 1), critic.params.get("score.weight"));
@@ -171,10 +137,10 @@ TEST(ValueModel, LoadsAnLmFoldersBackboneUnderAFreshHead) {
     SCOPED_TRACE(tied ? "tied" : "untied");
     const ModelConfig lm_config = testing::micro_config(Arch::llama, tied);
     const ParamStore lm(ParamLayout::for_model(lm_config), DType::f32);
-    randomize(lm, 9);
+    randomize_weights(lm, 9);
     write_hf_folder(dir, HfModelFolder::for_config(lm_config, DType::f32), lm);
 
-    const ModelConfig config = value_config(Arch::llama, tied, HeadKind::value);
+    const ModelConfig config = testing::micro_config(Arch::llama, tied, HeadKind::value);
     const ParamStore critic(ParamLayout::for_model(config), DType::f32);
     load_hf_backbone(critic, config, dir, 21);
     const ParamStore drawn(ParamLayout::for_model(config), DType::f32);
@@ -194,7 +160,7 @@ TEST(ValueModel, LoadsAnLmFoldersBackboneUnderAFreshHead) {
 }
 
 TEST(ValueModel, RejectsWhatAValueModelDoesNotHave) {
-  const ModelConfig config = value_config(Arch::llama, false, HeadKind::value);
+  const ModelConfig config = testing::micro_config(Arch::llama, false, HeadKind::value);
   ModelUnderTest m(config, DType::f64, ref_kernels(), 8);
   init_params(m.params, config, 4);
   const PackedSequences packed = pack_sequences({{1, 2, 3, 4}});
@@ -208,7 +174,7 @@ TEST(ValueModel, RejectsWhatAValueModelDoesNotHave) {
   rf::testing::expect_error_containing([&] { m.model.vocab_logits(0); }, "has no LM head");
   rf::testing::expect_error_containing([&] { m.model.reserve_paged(4, 1); }, "LM head");
 
-  ModelConfig two_labels = value_config(Arch::llama, false, HeadKind::score);
+  ModelConfig two_labels = testing::micro_config(Arch::llama, false, HeadKind::score);
   two_labels.num_labels = 2;
   try {
     ModelUnderTest wide(two_labels, DType::f64, ref_kernels(), 8);

@@ -106,6 +106,12 @@ double max_abs_diff(TensorView a, TensorView b) {
   return worst;
 }
 
+double max_abs(TensorView t) {
+  double worst = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) worst = std::max(worst, std::abs(load_f64(t, offset_of_element(t, i))));
+  return worst;
+}
+
 void expect_close(TensorView actual, TensorView expected, double rtol, double atol, const std::string& what) {
   ASSERT_EQ(actual.shape(), expected.shape()) << what << ": shape " << actual.shape().to_string() << " vs "
                                               << expected.shape().to_string();

@@ -47,6 +47,8 @@ void expect_error_containing(const std::function<void()>& fn, const std::string&
 // reports the worst element.
 void expect_close(TensorView actual, TensorView expected, double rtol, double atol, const std::string& what);
 double max_abs_diff(TensorView a, TensorView b);
+// The largest |element| of `t` (any strides): the scale of a tensor-relative tolerance.
+double max_abs(TensorView t);
 
 // --- finite differences ---------------------------------------------------------------------
 bool fd_agrees(double g, double g_fd);
