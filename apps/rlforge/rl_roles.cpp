@@ -114,6 +114,17 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
+// This rank's DP replica's contiguous share of `n` items (prompts to generate, responses to score): the
+// first n % replicas replicas take one more. (A placeholder context off the role: all of them.)
+std::vector<int64_t> replica_share(int64_t n, const dist::ParallelContext& parallel) {
+  const int64_t replicas = parallel.dp().size(), replica = parallel.dp().rank();
+  const int64_t base = n / replicas, extra = n % replicas;
+  const int64_t first = replica * base + std::min(replica, extra);
+  std::vector<int64_t> share(static_cast<size_t>(base + (replica < extra ? 1 : 0)));
+  std::iota(share.begin(), share.end(), first);
+  return share;
+}
+
 // The mini-batches of a step's update, epoch after epoch: `mini_batch` responses each, in order or, with
 // `shuffle`, in a permutation keyed by (seed, step, epoch), so a resumed run shuffles the same way.
 std::vector<std::vector<int64_t>> epoch_mini_batches(int64_t B, int64_t mini_batch, int64_t epochs, bool shuffle,
@@ -324,13 +335,8 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
                           int64_t num_candidates) {
   RlBatch local;
   if (rollout_) {
-    // This replica's contiguous share of the prompts (the first `extra` replicas take one more).
-    const int64_t replicas = rollout_parallel_.dp().size(), replica = rollout_parallel_.dp().rank();
-    const int64_t P = int64_t(prompts.size()), base = P / replicas, extra = P % replicas;
-    const int64_t first = replica * base + std::min(replica, extra);
-    const int64_t count = base + (replica < extra ? 1 : 0);
     std::vector<engine::rollout::RolloutRequest> requests;
-    for (int64_t i = first; i < first + count; ++i)
+    for (const int64_t i : replica_share(int64_t(prompts.size()), rollout_parallel_))
       requests.push_back({prompts[size_t(i)].tokens, request_base + uint64_t(i), 0});
     const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
     if (free_cache) rollout_->resume();
@@ -354,11 +360,19 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
   return gather_responses(std::move(local), world_);
 }
 
+void RlRoles::share_columns(RlBatch& batch, const RoleRanks& role, const dist::ParallelContext& parallel,
+                            bool computed, std::span<const int64_t> mine,
+                            const std::vector<std::vector<float> RlResponse::*>& columns) {
+  if (role.everywhere() && parallel.dp().size() == 1) return;  // every rank computed every response
+  const bool sends = computed && parallel.tp().rank() == 0;
+  gather_columns(batch, sends ? mine : std::span<const int64_t>(), columns, world_);
+}
+
 Metrics RlRoles::compute_log_prob(RlBatch& batch) {
+  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), actor_parallel_);
   if (actor_) {
-    const std::vector<int64_t> all = iota(int64_t(batch.size()));
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, all, actor_batching_.responses, actor_batching_.max_tokens);
+        split_micro_batches(batch, mine, actor_batching_.responses, actor_batching_.max_tokens);
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
     const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
                                                                        model::EntropyOutput::compute, temperature_);
@@ -369,8 +383,8 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
       read_token_column(batch, groups[m], out.outputs[m].get("entropy"), &RlResponse::entropy);
     }
   }
-  if (!actor_role_.everywhere())
-    broadcast_columns(batch, {&RlResponse::old_log_probs, &RlResponse::entropy}, world_, actor_role_.root());
+  share_columns(batch, actor_role_, actor_parallel_, actor_ != nullptr, mine,
+                {&RlResponse::old_log_probs, &RlResponse::entropy});
   const ActorSection& a = config_.actor_rollout_ref.actor;
   rl::VerlBatchInfo info;
   info.loss_scale_factor = a.loss_scale_factor ? *a.loss_scale_factor : double(config_.response_length());
@@ -380,25 +394,25 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
 }
 
 void RlRoles::compute_ref(RlBatch& batch) {
+  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), ref_parallel_);
   if (ref_) {
-    const std::vector<int64_t> all = iota(int64_t(batch.size()));
     const int64_t per_mb =
         config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(actor_batching_.responses);
-    const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, all, per_mb, actor_batching_.max_tokens);
+    const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, mine, per_mb, actor_batching_.max_tokens);
     const std::vector<engine::TensorMap> out =
         ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
     if (config_.actor_rollout_ref.ref.megatron.param_offload) ref_->offload();
     for (size_t m = 0; m < groups.size(); ++m)
       read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
   }
-  if (!ref_role_.everywhere()) broadcast_columns(batch, {&RlResponse::ref_log_prob}, world_, ref_role_.root());
+  share_columns(batch, ref_role_, ref_parallel_, ref_ != nullptr, mine, {&RlResponse::ref_log_prob});
 }
 
 void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
+  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), reward_model_parallel_);
   if (reward_model_) {
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(sequences, iota(int64_t(sequences.size())), reward_model_batching_.responses,
-                            reward_model_batching_.max_tokens);
+        split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens);
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(sequences, groups);
     const std::vector<engine::TensorMap> out = reward_model_->compute_values(mbs);
     if (config_.reward_model.megatron.param_offload) reward_model_->offload();
@@ -411,13 +425,16 @@ void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
       }
     }
   }
-  if (!reward_model_role_.everywhere()) broadcast_scores(batch, std::nullopt, world_, reward_model_role_.root());
+  if (reward_model_role_.everywhere() && reward_model_parallel_.dp().size() == 1) return;  // all scored everything
+  const bool sends = reward_model_ != nullptr && reward_model_parallel_.tp().rank() == 0;
+  gather_scores(batch, sends ? std::span<const int64_t>(mine) : std::span<const int64_t>(), world_);
 }
 
 void RlRoles::compute_values(RlBatch& batch) {
+  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), critic_parallel_);
   if (critic_) {
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, iota(int64_t(batch.size())), critic_batching_.responses, critic_batching_.max_tokens);
+        split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens);
     const engine::ForwardBackwardResult out =
         critic_->forward_backward(forward_micro_batches(batch, groups), no_loss, engine::ForwardOnly::yes);
     // Idle until its update: its weights may leave the device while the advantages are computed.
@@ -425,7 +442,7 @@ void RlRoles::compute_values(RlBatch& batch) {
     for (size_t m = 0; m < groups.size(); ++m)
       read_token_column(batch, groups[m], out.outputs[m].get("values"), &RlResponse::values);
   }
-  if (!critic_role_.everywhere()) broadcast_columns(batch, {&RlResponse::values}, world_, critic_role_.root());
+  share_columns(batch, critic_role_, critic_parallel_, critic_ != nullptr, mine, {&RlResponse::values});
 }
 
 Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {

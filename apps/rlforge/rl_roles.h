@@ -24,8 +24,9 @@
 // results to every rank (rl_transfer.h).
 // The rollout is data parallel over its ranks: each replica (its TP group) generates a contiguous share of
 // the prompts; generation is keyed by (seed, request, sample, position) and the kernels are
-// batch-invariant, so the union is what one process generates. Each DP rank of the actor runs its slice
-// of every mini-batch.
+// batch-invariant, so the union is what one process generates. The forward passes (old log-probs,
+// reference, values, reward model) are split the same way over each role's DP replicas, and each DP rank
+// of the actor and the critic runs its slice of every mini-batch of an update.
 #pragma once
 
 #include <memory>
@@ -118,6 +119,11 @@ class RlRoles {
     bool member_;
     int root_;
   };
+
+  // Brings a forward pass that `role`'s DP replicas (`parallel`) split among them to every rank: `mine`,
+  // this rank's replica's share, was `computed` here (false off the role).
+  void share_columns(RlBatch& batch, const RoleRanks& role, const dist::ParallelContext& parallel, bool computed,
+                     std::span<const int64_t> mine, const std::vector<std::vector<float> RlResponse::*>& columns);
 
   const RlConfig& config_;
   dist::ProcessGroup& world_;

@@ -1,6 +1,7 @@
 #include "apps/rlforge/rl_transfer.h"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
@@ -60,32 +61,83 @@ RlBatch gather_responses(RlBatch mine, dist::ProcessGroup& world) {
   return batch;
 }
 
-void broadcast_columns(RlBatch& batch, const std::vector<std::vector<float> RlResponse::*>& columns,
-                       dist::ProcessGroup& world, int root) {
+namespace {
+
+// Every rank's `mine` entries brought to every rank: per entry its index and value count (`heads`), and
+// the values, all-gathered; `write` stores each entry; each index must come exactly once.
+void gather_entries(size_t num_entries, std::span<const int64_t> mine,
+                    const std::function<std::vector<float>(int64_t)>& read,
+                    const std::function<void(int64_t, std::span<const float>)>& write, dist::ProcessGroup& world) {
+  std::vector<int64_t> heads;
+  std::vector<float> values;
+  for (const int64_t i : mine) {
+    const std::vector<float> v = read(i);
+    heads.push_back(i);
+    heads.push_back(int64_t(v.size()));
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  const int64_t W = world.size();
+  int64_t sizes[2] = {int64_t(heads.size()), int64_t(values.size())};
+  std::vector<int64_t> all_sizes(size_t(2 * W));
+  world.all_gather(TensorView(sizes, DType::i64, {2}), TensorView(all_sizes.data(), DType::i64, {2 * W}));
+  std::vector<int64_t> head_counts, value_counts;
+  int64_t total_heads = 0, total_values = 0;
+  for (int64_t r = 0; r < W; ++r) {
+    head_counts.push_back(all_sizes[size_t(2 * r)]);
+    value_counts.push_back(all_sizes[size_t(2 * r + 1)]);
+    total_heads += head_counts.back();
+    total_values += value_counts.back();
+  }
+  std::vector<int64_t> all_heads(static_cast<size_t>(total_heads));
+  std::vector<float> all_values(static_cast<size_t>(total_values));
+  world.all_gather_v(TensorView(heads.data(), DType::i64, {sizes[0]}),
+                     TensorView(all_heads.data(), DType::i64, {total_heads}), head_counts);
+  world.all_gather_v(TensorView(values.data(), DType::f32, {sizes[1]}),
+                     TensorView(all_values.data(), DType::f32, {total_values}), value_counts);
+  std::vector<bool> seen(num_entries, false);
+  size_t at = 0;
+  for (size_t h = 0; h < all_heads.size(); h += 2) {
+    const int64_t i = all_heads[h], n = all_heads[h + 1];
+    RF_CHECK(i >= 0 && size_t(i) < num_entries && !seen[size_t(i)], "gather: response {} sent twice or out of range", i);
+    seen[size_t(i)] = true;
+    write(i, std::span<const float>(all_values).subspan(at, size_t(n)));
+    at += size_t(n);
+  }
+  RF_CHECK(std::all_of(seen.begin(), seen.end(), [](bool s) { return s; }), "gather: a response was computed by no rank");
+}
+
+}  // namespace
+
+void gather_columns(RlBatch& batch, std::span<const int64_t> mine,
+                    const std::vector<std::vector<float> RlResponse::*>& columns, dist::ProcessGroup& world) {
   if (world.size() == 1) return;
-  std::vector<float> flat;
-  std::vector<int64_t> lengths;
-  for (const RlResponse& r : batch)
-    for (const auto column : columns) {
-      lengths.push_back(int64_t((r.*column).size()));
-      flat.insert(flat.end(), (r.*column).begin(), (r.*column).end());
-    }
-  int64_t sizes[2] = {int64_t(lengths.size()), int64_t(flat.size())};
-  world.broadcast(TensorView(sizes, DType::i64, {2}), root);
-  lengths.resize(size_t(sizes[0]));
-  flat.resize(size_t(sizes[1]));
-  RF_CHECK(sizes[0] == int64_t(batch.size() * columns.size()),
-           "broadcast_columns: rank {} holds {} responses, the root sent columns for {}", world.rank(), batch.size(),
-           sizes[0] / int64_t(std::max<size_t>(1, columns.size())));
-  if (sizes[0] > 0) world.broadcast(TensorView(lengths.data(), DType::i64, {sizes[0]}), root);
-  if (sizes[1] > 0) world.broadcast(TensorView(flat.data(), DType::f32, {sizes[1]}), root);
-  size_t at = 0, i = 0;
-  for (RlResponse& r : batch)
-    for (const auto column : columns) {
-      const size_t n = size_t(lengths[i++]);
-      (r.*column).assign(flat.begin() + int64_t(at), flat.begin() + int64_t(at + n));
-      at += n;
-    }
+  gather_entries(
+      batch.size(), mine,
+      [&](int64_t i) {
+        std::vector<float> v;
+        for (const auto column : columns) v.insert(v.end(), (batch[size_t(i)].*column).begin(), (batch[size_t(i)].*column).end());
+        return v;
+      },
+      [&](int64_t i, std::span<const float> v) {
+        // Every column of a response has one value per response token.
+        RlResponse& r = batch[size_t(i)];
+        const size_t T = r.response.size();
+        RF_CHECK(v.size() == T * columns.size(), "gather_columns: response {}: {} values for {} columns of {} tokens", i,
+                 v.size(), columns.size(), T);
+        for (size_t c = 0; c < columns.size(); ++c) (r.*columns[c]).assign(v.begin() + c * T, v.begin() + (c + 1) * T);
+      },
+      world);
+}
+
+void gather_scores(RlBatch& batch, std::span<const int64_t> mine, dist::ProcessGroup& world) {
+  if (world.size() == 1) return;
+  gather_entries(
+      batch.size(), mine, [&](int64_t i) { return std::vector<float>{float(batch[size_t(i)].score)}; },
+      [&](int64_t i, std::span<const float> v) {
+        batch[size_t(i)].score = v[0];
+        batch[size_t(i)].reward_extra.clear();
+      },
+      world);
 }
 
 void broadcast_metrics(Metrics& metrics, dist::ProcessGroup& world, int root) {

@@ -3,8 +3,9 @@
 // each stage ends by bringing what its role computed to every rank of the world:
 //   gather_responses   the rollout's replicas each generated a share of the prompts: every rank ends with
 //                      all responses, in prompt order (one all-gather of byte counts, one all-gather-v);
-//   broadcast_columns  per-token columns computed on one role (old log-probs, entropy, ref log-probs)
-//                      sent from that role's first rank;
+//   gather_columns     per-token columns (old log-probs, entropy, ref log-probs, values) computed by a role's
+//                      DP replicas, each a share of the responses, brought together on every rank
+//                      (gather_scores: a reward model's scores);
 //   broadcast_metrics  a stage's metrics from the rank that computed them (broadcast_scores: the rewards);
 //   WeightStream       the actor's weights, one whole tensor at a time, from the actor's first rank to
 //                      every rank (the rollout's ranks load them into their layout).
@@ -13,6 +14,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,9 +28,13 @@ namespace rf::apps {
 // of the contributors, then stably ordered by prompt (`group`).
 RlBatch gather_responses(RlBatch mine, dist::ProcessGroup& world);
 
-// Columns `columns` of every response of `batch` set on every rank to `root`'s values.
-void broadcast_columns(RlBatch& batch, const std::vector<std::vector<float> RlResponse::*>& columns,
-                       dist::ProcessGroup& world, int root);
+// A forward pass split over a role's DP replicas: each rank passes the responses whose `columns` it
+// computed (`mine`; empty on a replica's other TP ranks and off the role), together each response once;
+// every rank ends with every response's columns. One all-gather of sizes, two all-gather-v.
+void gather_columns(RlBatch& batch, std::span<const int64_t> mine,
+                    const std::vector<std::vector<float> RlResponse::*>& columns, dist::ProcessGroup& world);
+// The same for scores (a reward model's, f32: sent as f32, exactly), reward extras cleared.
+void gather_scores(RlBatch& batch, std::span<const int64_t> mine, dist::ProcessGroup& world);
 
 void broadcast_metrics(Metrics& metrics, dist::ProcessGroup& world, int root);
 
