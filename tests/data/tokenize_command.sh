@@ -56,7 +56,7 @@ expect_error() {
 printf '"fine"\n42\n' > "$SCRATCH/not_strings.jsonl"
 printf '"fine"\n{"broken\n' > "$SCRATCH/broken.jsonl"
 printf '[1, 2]\n[1, 999999]\n' > "$SCRATCH/bad_ids.jsonl"
-expect_error "/nonexistent/tok: no such folder or file" --tokenizer /nonexistent/tok --text hi
+expect_error "/nonexistent/tok/tokenizer.json: missing (expected a folder with a tokenizer.json)" --tokenizer /nonexistent/tok --text hi
 expect_error "give the input with --text or --file" --tokenizer "$DATA/qwen3"
 expect_error "excludes" --tokenizer "$DATA/qwen3" --text a --file b
 expect_error "not valid UTF-8 (byte 0xff at offset 1" --tokenizer "$DATA/qwen3" --text "$(printf 'a\xffb')"
