@@ -243,6 +243,9 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
   if (trainer.critic_warmup < 0)
     throw ConfigError("trainer.critic_warmup",
                       fmt::format("must be >= 0 (the step the actor starts training at), got {}", trainer.critic_warmup));
+  if (trainer.log_val_generations < 0)
+    throw ConfigError("trainer.log_val_generations",
+                      fmt::format("must be >= 0 (the validation samples to log), got {}", trainer.log_val_generations));
   if (trainer.num_threads < 0)
     throw ConfigError("trainer.num_threads", fmt::format("must be >= 0 (0: cores / ranks), got {}", trainer.num_threads));
   if (trainer.time_budget_s && !(*trainer.time_budget_s > 0))

@@ -424,6 +424,8 @@ struct RlTrainerConfig {  // trainer
   bool deterministic = false;
   int num_threads = 0;
   std::optional<double> time_budget_s;
+  std::optional<std::string> rollout_data_dir, validation_data_dir;
+  int64_t log_val_generations = 0;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -452,6 +454,10 @@ struct RlTrainerConfig {  // trainer
       "rlforge: fixed thread count and batch-invariant kernels on every path: same seed, same metrics");
     f("num_threads", num_threads, "rlforge: OpenMP threads per rank (0: cores / ranks)");
     f("time_budget_s", time_budget_s, "rlforge: stop (after a validation and a checkpoint) once this many seconds ran");
+    f("rollout_data_dir", rollout_data_dir,
+      "write each step's responses to <dir>/<step>.jsonl: input, output, gts, score, step, reward extras (null: no)");
+    f("validation_data_dir", validation_data_dir, "the same for each validation's responses (null: no)");
+    f("log_val_generations", log_val_generations, "log the first k validation samples at each validation");
   }
 };
 

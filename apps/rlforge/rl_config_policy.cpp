@@ -231,14 +231,11 @@ void add_algorithm_and_trainer_extras(std::vector<UnimplementedVerlKey>& keys) {
   add(keys, "trainer",
       {{"total_epochs", "30"},
        {"balance_batch", "true"},
-       {"log_val_generations", "0"},
        {"esi_redundant_time", "0"},
        {"del_local_ckpt_after_load", "false"},
        {"default_hdfs_dir", "null"},
        {"ray_wait_register_center_timeout", "300"},
-       {"rollout_data_dir", "null"},
        {"use_legacy_worker_impl", "auto"},
-       {"validation_data_dir", "null"},
        {"val_only", "false"}});
 }
 

@@ -8,6 +8,7 @@
 #include "apps/rlforge/metrics_log.h"
 #include "apps/rlforge/metrics_plot.h"
 #include "apps/rlforge/rl_advantages.h"
+#include "apps/rlforge/rl_generations.h"
 #include "apps/rlforge/rl_prompt_source.h"
 #include "apps/rlforge/rl_reward_model_input.h"
 #include "apps/rlforge/rl_roles.h"
@@ -137,8 +138,9 @@ struct RunContext {
 };
 
 // verl's val metrics per data source: val-core/<data_source>/<acc or reward>/mean@n, and the reward as
-// val-aux when acc is the core variable.
-Validation validate(RunContext& run) {
+// val-aux when acc is the core variable. `step`: the step it follows (0: before training), for the
+// generations it dumps and logs (rl_generations.h).
+Validation validate(RunContext& run, int64_t step) {
   const RlConfig& c = run.config;
   const std::vector<PromptRow> prompts = run.prompts.validation();
   const auto params = val_sampling(c.actor_rollout_ref.rollout, c.response_length(), c.actor_rollout_ref.actor.megatron.seed);
@@ -147,6 +149,12 @@ Validation validate(RunContext& run) {
   RlBatch batch =
       run.roles.generate(rollout_prompts(prompts), uint64_t(1) << 31, params, run.tokens.stop_ids, run.num_candidates);
   score_batch(batch, prompts, run.reward, *run.tokens.tokenizer, run.world);
+  const RlTrainerConfig& t = c.trainer;
+  if (run.world.rank() == 0 && (t.validation_data_dir || t.log_val_generations > 0)) {
+    const std::vector<Generation> generations = generations_of(batch, prompts, *run.tokens.tokenizer);
+    if (t.validation_data_dir) dump_generations(*t.validation_data_dir, step, generations);
+    log_generations(generations, t.log_val_generations, step);
+  }
   struct Sums {
     double reward = 0, acc = 0;
     int64_t count = 0;
@@ -299,7 +307,7 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   RlSummary summary;
   summary.final_step = start_step;
   if (trainer.val_before_train && start_step == 0 && trainer.test_freq > 0) {
-    const Validation v = validate(run);
+    const Validation v = validate(run, 0);
     summary.first_val_score = v.score;
     nlohmann::json row = {{"step", 0}};
     for (const auto& [k, value] : v.metrics) row[k] = value;
@@ -329,6 +337,10 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
       const int64_t failed = score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, world);
       if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
     });
+    if (lead && trainer.rollout_data_dir)
+      timed("dump_rollout_generations", [&] {
+        dump_generations(*trainer.rollout_data_dir, step, generations_of(batch, batch_prompts, *tokens.tokenizer));
+      });
     timed("old_log_prob", [&] {
       const Metrics entropy = roles.compute_log_prob(batch);
       m.insert(entropy.begin(), entropy.end());
@@ -364,7 +376,7 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
     const bool last = step == total_steps || out_of_time;
     if (trainer.test_freq > 0 && (last || step % trainer.test_freq == 0)) {
       timed("testing", [&] {
-        const Validation v = validate(run);
+        const Validation v = validate(run, step);
         m.insert(v.metrics.begin(), v.metrics.end());
         summary.final_val_score = v.score;
         if (summary.first_val_score < 0) summary.first_val_score = v.score;

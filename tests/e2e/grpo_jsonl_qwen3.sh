@@ -5,7 +5,8 @@
 # at the end; then the step's huggingface/ export: `rlforge logprobs` loads it and scores a sequence
 # exactly as it scores the folder `rlforge convert` assembles from the checkpointed actor, and not as
 # the initial model. Also checked: the prompt lengths the trainer logs are those of Qwen3's template
-# text (written out here, encoded by `rlforge tokenize`), and the data errors refused at startup.
+# text (written out here, encoded by `rlforge tokenize`), the data errors refused at startup, and verl's
+# generation dumps (trainer.rollout_data_dir, validation_data_dir) and log_val_generations.
 source "$(dirname "$0")/common.sh"
 qwen3_tok="$REPO/tests/data/tokenizer_parity/qwen3"
 
@@ -80,7 +81,8 @@ expect_error "data.max_prompt_length: $SCRATCH/train.jsonl: line 1: the prompt h
 expect_error "every row of data.train_files is longer than data.max_prompt_length = 16" "${train[@]}" \
   trainer.default_local_dir="$SCRATCH/refused" data.max_prompt_length=16 data.filter_overlong_prompts=true
 
-"$RLFORGE" "${train[@]}" trainer.default_local_dir="$SCRATCH/run" > "$SCRATCH/train.log" 2>&1 \
+"$RLFORGE" "${train[@]}" trainer.default_local_dir="$SCRATCH/run" trainer.rollout_data_dir="$SCRATCH/rollouts" \
+  trainer.validation_data_dir="$SCRATCH/val_generations" trainer.log_val_generations=2 > "$SCRATCH/train.log" 2>&1 \
   || { tail -20 "$SCRATCH/train.log"; fail "GRPO on the JSONL rows failed"; }
 grep -q "data.train_files $SCRATCH/train.jsonl: 16 prompts" "$SCRATCH/train.log" || fail "no data log line"
 python3 - "$SCRATCH/run/metrics.jsonl" "$prompt_length" <<'PY' || fail "metrics"
@@ -101,6 +103,35 @@ for step in (1, 2):
 core = "val-core/openai/gsm8k/reward/mean@1"
 print(f"ok metrics: val reward {rows[0][core]} -> {rows[2][core]}, prompt length {sys.argv[2]}")
 PY
+
+# verl's generation dumps: each step's 4 prompts x 2 responses and each validation's 4, with the row's
+# ground truth, the prompt's text (Qwen3's template without its special tokens) and the score the metrics
+# average; the first two validation samples in the log.
+python3 - "$SCRATCH" <<'PY' || fail "generation dumps"
+import json, sys
+scratch = sys.argv[1]
+metrics = {r["step"]: r for r in map(json.loads, open(f"{scratch}/run/metrics.jsonl"))}
+rows = {json.loads(l)["prompt"][0]["content"]: json.loads(l) for f in ("train", "test") for l in open(f"{scratch}/{f}.jsonl")}
+def check(path, count, step, mean_key):
+    lines = [json.loads(l) for l in open(path)]
+    assert len(lines) == count, f"{path}: {len(lines)} lines"
+    for g in lines:
+        assert set(g) == {"input", "output", "gts", "score", "step"}, sorted(g)
+        assert g["step"] == step and g["input"].startswith("user\n") and g["input"].endswith("\nassistant\n"), g
+        row = rows[g["input"][len("user\n"):-len("\nassistant\n")]]
+        assert g["gts"] == row["reward_model"]["ground_truth"], (g["gts"], row)
+    mean = sum(g["score"] for g in lines) / count
+    assert abs(mean - metrics[step][mean_key]) < 1e-12, (path, mean, metrics[step][mean_key])
+for step in (1, 2):
+    check(f"{scratch}/rollouts/{step}.jsonl", 8, step, "critic/score/mean")
+for step in (0, 2):
+    check(f"{scratch}/val_generations/{step}.jsonl", 4, step, "val-core/openai/gsm8k/reward/mean@1")
+print("ok generation dumps: rollouts/{1,2}.jsonl (8 each), val_generations/{0,2}.jsonl (4 each)")
+PY
+for step in 0 2; do
+  [ "$(grep -c "val generation [01] at step $step: input \"user" "$SCRATCH/train.log")" == 2 ] &&
+    ! grep -q "val generation 2 at step $step" "$SCRATCH/train.log" || fail "log_val_generations 2 at step $step"
+done
 
 # The export, the checkpointed actor converted, and the initial model score the first train prompt
 # followed by an answer.
