@@ -377,7 +377,8 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
     const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
                                                                        model::EntropyOutput::compute, temperature_);
     // Idle until the update: its weights may leave the device while the reference runs.
-    actor_->offload({.params = config_.actor_rollout_ref.actor.megatron.param_offload});
+    const engine::EngineConfig& actor = config_.actor_rollout_ref.actor.megatron;
+    actor_->offload({.params = actor.param_offload, .activations = actor.release_activations});
     for (size_t m = 0; m < groups.size(); ++m) {
       read_token_column(batch, groups[m], out.outputs[m].get("log_probs"), &RlResponse::old_log_probs);
       read_token_column(batch, groups[m], out.outputs[m].get("entropy"), &RlResponse::entropy);
@@ -401,7 +402,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
     const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, mine, per_mb, actor_batching_.max_tokens);
     const std::vector<engine::TensorMap> out =
         ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
-    if (config_.actor_rollout_ref.ref.megatron.param_offload) ref_->offload();
+    ref_->offload(engine::configured_offload(config_.actor_rollout_ref.ref.megatron));
     for (size_t m = 0; m < groups.size(); ++m)
       read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
   }
@@ -415,7 +416,7 @@ void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
         split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens);
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(sequences, groups);
     const std::vector<engine::TensorMap> out = reward_model_->compute_values(mbs);
-    if (config_.reward_model.megatron.param_offload) reward_model_->offload();
+    reward_model_->offload(engine::configured_offload(config_.reward_model.megatron));
     for (size_t m = 0; m < groups.size(); ++m) {
       const Tensor scores_D = engine::last_token_values(out[m].get("values"), mbs[m].cu_seqlens());
       for (size_t d = 0; d < groups[m].size(); ++d) {
@@ -438,7 +439,8 @@ void RlRoles::compute_values(RlBatch& batch) {
     const engine::ForwardBackwardResult out =
         critic_->forward_backward(forward_micro_batches(batch, groups), no_loss, engine::ForwardOnly::yes);
     // Idle until its update: its weights may leave the device while the advantages are computed.
-    critic_->offload({.params = config_.critic.megatron.param_offload});
+    critic_->offload({.params = config_.critic.megatron.param_offload,
+                      .activations = config_.critic.megatron.release_activations});
     for (size_t m = 0; m < groups.size(); ++m)
       read_token_column(batch, groups[m], out.outputs[m].get("values"), &RlResponse::values);
   }

@@ -29,6 +29,7 @@ struct EngineConfig {
   bool param_offload = false;
   bool grad_offload = false;
   bool optimizer_offload = false;
+  bool release_activations = false;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -53,6 +54,9 @@ struct EngineConfig {
     f("param_offload", param_offload, "offload weights between uses");
     f("grad_offload", grad_offload, "offload gradients between uses");
     f("optimizer_offload", optimizer_offload, "offload optimizer state between uses");
+    f("release_activations", release_activations,
+      "rlforge: give the activation buffers' memory back while the role is idle (PyTorch frees a pass's "
+      "activations when it ends); they are taken again, zeroed, by the next pass (page faults: slower)");
   }
   void validate() const;
   DType compute_dtype() const;

@@ -45,6 +45,16 @@ InferEngine::InferEngine(const EngineConfig& engine_config, const model::ModelCo
   params_offload_.add(params_.storage());
 }
 
+void InferEngine::offload(OffloadSet parts) {
+  if (parts.params) params_offload_.offload(OffloadContents::keep);
+  if (parts.activations) model_->set_activations_resident(false);
+}
+
+void InferEngine::onload() {
+  params_offload_.onload();
+  model_->set_activations_resident(true);
+}
+
 void InferEngine::update_weights(const std::string& hf_name, TensorView full) {
   onload();
   const model::ParamEntry& e = params_.layout().entry(hf_name);

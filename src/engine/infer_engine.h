@@ -16,6 +16,7 @@
 
 #include "core/offload.h"
 #include "engine/engine_config.h"
+#include "engine/offload_set.h"
 #include "engine/tensor_map.h"
 #include "model/causal_lm.h"
 
@@ -43,10 +44,12 @@ class InferEngine {
     return params_;
   }
 
-  // As TrainEngine::offload / onload for its params: host copies on the tracker's host tier; onload is
-  // whole or, when the device budget refuses it, nothing (the tracker's error; still offloaded, intact).
-  void offload() { params_offload_.offload(OffloadContents::keep); }
-  void onload() { params_offload_.onload(); }
+  // As TrainEngine::offload / onload for its params (host copies on the tracker's host tier; onload is
+  // whole or, when the device budget refuses it, nothing: the tracker's error, still offloaded, intact)
+  // and its activations (given back, no copy). `parts`' grads and optimizer: an InferEngine has none.
+  // Every pass onloads both.
+  void offload(OffloadSet parts);
+  void onload();
   bool offloaded() const { return params_offload_.offloaded(); }
 
  private:

@@ -191,6 +191,7 @@ void TrainEngine::offload(OffloadSet parts) {
     grads_offload_.offload(grads_zeroed_ ? OffloadContents::discard : OffloadContents::keep);
   }
   if (parts.optimizer) optimizer_offload_.offload(OffloadContents::keep);
+  if (parts.activations) model_->set_activations_resident(false);
 }
 
 void TrainEngine::onload(OffloadSet parts) { onload_for(parts); }
@@ -199,12 +200,14 @@ void TrainEngine::onload_for(OffloadSet needed) const {
   if (needed.params) params_offload_.onload();
   if (needed.grads) grads_offload_.onload();
   if (needed.optimizer) optimizer_offload_.onload();
+  if (needed.activations) model_->set_activations_resident(true);
 }
 
 OffloadSet TrainEngine::offloaded() const {
   return {.params = params_offload_.offloaded(),
           .grads = grads_offload_.offloaded(),
-          .optimizer = optimizer_offload_.offloaded()};
+          .optimizer = optimizer_offload_.offloaded(),
+          .activations = !model_->activations_resident()};
 }
 
 void TrainEngine::export_weights(const WeightSink& sink) const {
@@ -273,7 +276,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   RF_CHECK(forward_only == ForwardOnly::yes || (!grads_reduced_ && !grad_reducer_.started()),
            "forward_backward: this step's gradients are already reduced over the ranks; call optimizer_step "
            "before the next backward");
-  onload_for({.params = true, .grads = forward_only == ForwardOnly::no});
+  onload_for({.params = true, .grads = forward_only == ForwardOnly::no, .activations = true});
   LossContext context;
   context.dp_size = parallel_.dp().size();
   context.num_microbatches = int64_t(micro_batches.size());

@@ -21,10 +21,12 @@
 //
 // Idle-role offload (verl.md §3.4, DESIGN §9): offload() moves the parts of the state an OffloadSet
 // names to the host tier between stages, and they come back bit for bit at the same addresses, by
-// onload() or by the first call that needs them (forward_backward: params, and grads unless forward-only;
-// reduce_gradients: grads; optimizer_step and load_checkpoint: everything; save_checkpoint: params and
-// optimizer; export_weights, master_weights(), model(): params; grads(): grads; optimizer(): optimizer).
-// So offloading changes where bytes are, never a result.
+// onload() or by the first call that needs them (forward_backward: params, and grads unless
+// forward-only; reduce_gradients: grads; optimizer_step and load_checkpoint: everything; save_checkpoint:
+// params and optimizer; export_weights, master_weights(), model(): params; grads(): grads; optimizer():
+// optimizer). So offloading changes where bytes are, never a result. OffloadSet::activations gives the
+// activation buffers' memory back (no copy: a pass's activations are dead once it ends); forward_backward
+// takes them again.
 #pragma once
 
 #include <functional>

@@ -41,11 +41,23 @@ struct AttentionSaved {
   Tensor rstd_q_NH, rstd_k_NK;
   Tensor attn_NHD, lse_BHT;
   PagedOrderScratch paged_order;  // batch-invariant registries only (paged_order_attention.h)
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&xn_NC, &rstd_N, &q_NHD, &k_NKD, &v_NKD, &q_raw_NHD, &k_raw_NKD, &rstd_q_NH, &rstd_k_NK,
+                      &attn_NHD, &lse_BHT})
+      f(*t);
+  }
 };
 
 // Gradient scratch shared by all layers (overwritten each layer).
 struct AttentionScratch {
   Tensor dxn_NC, dq_NHD, dk_NKD, dv_NKD, dq_raw_NHD, dk_raw_NKD, dattn_NHD;
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&dxn_NC, &dq_NHD, &dk_NKD, &dv_NKD, &dq_raw_NHD, &dk_raw_NKD, &dattn_NHD}) f(*t);
+  }
 };
 
 class AttentionBlock {

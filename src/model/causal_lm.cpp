@@ -97,6 +97,25 @@ void CausalLm::reserve(int64_t N) {
   capacity_ = N;
 }
 
+void CausalLm::set_activations_resident(bool resident) {
+  if (resident == activations_resident_) return;
+  const auto apply = [resident](Tensor& t) {
+    if (!t.empty()) t.set_resident(resident);  // a buffer this model does not use is empty
+  };
+  for (Tensor& t : residual_) apply(t);
+  for (Tensor& t : mid_) apply(t);
+  for (AttentionSaved& saved : attention_saved_) saved.for_each_tensor(apply);
+  for (MlpSaved& saved : mlp_saved_) saved.for_each_tensor(apply);
+  head_saved_.for_each_tensor(apply);
+  head_scratch_.for_each_tensor(apply);
+  value_saved_.for_each_tensor(apply);
+  value_scratch_.for_each_tensor(apply);
+  attention_scratch_.for_each_tensor(apply);
+  mlp_scratch_.for_each_tensor(apply);
+  for (Tensor* t : {&dresid_NC_, &gathered_logits_V_, &sp_full_NC_, &sp_local_NC_}) apply(*t);
+  activations_resident_ = resident;
+}
+
 void CausalLm::validate(const ModelInputs& in) const {
   const int64_t N = in.batch * in.seq_len;
   RF_CHECK(in.batch > 0 && in.seq_len > 0, "inputs: batch {} x seq_len {} must both be positive", in.batch,

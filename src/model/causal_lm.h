@@ -40,6 +40,13 @@ class CausalLm {
 
   // Allocates activations for micro-batches of up to max_tokens tokens (B*T).
   void reserve(int64_t max_tokens);
+  // The activations and the backward's workspace (what reserve allocated) given back to the OS while the
+  // model is idle (false) and taken again (true): Tensor::set_resident, so no address changes and the
+  // tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved
+  // activations are gone once released. Taking them back can fail the device budget (the tracker's
+  // error). forward_paged's scratch is not touched.
+  void set_activations_resident(bool resident);
+  bool activations_resident() const { return activations_resident_; }
 
   // The inputs' views must stay alive until backward has run. A value or score model returns only
   // values_N: it reads no targets (inputs.targets_N may be empty), temperature or `entropy`.
@@ -113,6 +120,7 @@ class CausalLm {
   ValueHeadParams value_weights_, value_grads_;
 
   int64_t capacity_ = 0;
+  bool activations_resident_ = true;
   std::vector<Tensor> residual_;  // x_0 .. x_L, and h_l (the mid-layer residual) below
   std::vector<Tensor> mid_;
   std::vector<AttentionSaved> attention_saved_;

@@ -25,10 +25,20 @@ struct LmHeadParams {
 struct LmHeadSaved {
   Tensor xf_NC, rstd_N, logits_NV, logp_N, entropy_N, lse_N;
   Tensor stats_N4, stats_RN4;  // vocab-parallel shard statistics, this rank's and all ranks' (TP > 1)
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&xf_NC, &rstd_N, &logits_NV, &logp_N, &entropy_N, &lse_N, &stats_N4, &stats_RN4}) f(*t);
+  }
 };
 
 struct LmHeadScratch {
   Tensor dlogits_NV, dxf_NC;
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&dlogits_NV, &dxf_NC}) f(*t);
+  }
 };
 
 class LmHead {

@@ -20,10 +20,20 @@ struct MlpParams {
 
 struct MlpSaved {
   Tensor xn_NC, rstd_N, gate_NF, up_NF, act_NF;
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&xn_NC, &rstd_N, &gate_NF, &up_NF, &act_NF}) f(*t);
+  }
 };
 
 struct MlpScratch {
   Tensor dxn_NC, dgate_NF, dup_NF, dact_NF;
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&dxn_NC, &dgate_NF, &dup_NF, &dact_NF}) f(*t);
+  }
 };
 
 class MlpBlock {

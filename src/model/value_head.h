@@ -31,10 +31,20 @@ struct ValueHeadParams {
 struct ValueHeadSaved {
   Tensor xf_NC, rstd_N, out_N1;  // this rank's n rows: normed states, rstd, the projection (weights' dtype)
   Tensor local_values_N, values_N;  // stat dtype: this rank's n values, then all N
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&xf_NC, &rstd_N, &out_N1, &local_values_N, &values_N}) f(*t);
+  }
 };
 
 struct ValueHeadScratch {
   Tensor dout_N1, dxf_NC;
+
+  template <class F>
+  void for_each_tensor(F&& f) {
+    for (Tensor* t : {&dout_N1, &dxf_NC}) f(*t);
+  }
 };
 
 class ValueHead {

@@ -1,5 +1,5 @@
 // Idle-role offload (issue #9, acceptance 3): offloading any part of a TrainEngine's or InferEngine's
-// state between stages changes no result bit, moves exactly that part's bytes from the tracker's
+// state (or releasing its activation buffers) between stages changes no result bit, moves exactly that part's bytes from the tracker's
 // device tier to its host tier, lowers the device peak of what runs meanwhile, and fails cleanly,
 // keeping the state, when the device budget cannot take it back.
 // Legend: N tokens.
@@ -195,6 +195,31 @@ TEST(TrainEngineOffload, OnloadBeyondTheDeviceBudgetFailsAndKeepsTheState) {
   expect_same_bits(h.log_probs(2), log_probs, "log-probs after a refused onload");
 }
 
+// release_activations: between passes the activation buffers' bytes leave the tracker (no copy: a pass's
+// activations are dead once it ends), the next pass takes them back, and every result is bit for bit what
+// an engine that kept them computes.
+TEST(TrainEngineOffload, ReleasedActivationsChangeNoResultAndLeaveTheTracker) {
+  Harness plain("bfloat16"), released("bfloat16");
+  const int64_t activations = released.device(MemoryCategory::activations),
+                workspace = released.device(MemoryCategory::workspace);
+  ASSERT_GT(activations, 0);
+  for (int step = 0; step < 3; ++step) {
+    released.engine.offload({.activations = true});
+    EXPECT_EQ(released.engine.offloaded(), OffloadSet{.activations = true});
+    EXPECT_EQ(released.device(MemoryCategory::activations), 0);
+    EXPECT_LT(released.device(MemoryCategory::workspace), workspace);  // what grows on demand stays
+    EXPECT_EQ(released.tracker.current(kHost), 0);                   // nothing copied
+    expect_same_bits(released.log_probs(step), plain.log_probs(step), "log-probs after a release");
+    EXPECT_EQ(released.device(MemoryCategory::activations), activations);  // taken back by the pass
+    released.engine.offload({.activations = true});
+    EXPECT_EQ(released.forward_backward(step), plain.forward_backward(step));
+    EXPECT_EQ(released.engine.optimizer_step(), plain.engine.optimizer_step());
+    plain.engine.lr_step();
+    released.engine.lr_step();
+  }
+  Snapshot(plain.engine).expect_equals(released.engine, "three steps with released activations");
+}
+
 TEST(InferEngineOffload, RoundTripAndLogProbs) {
   Harness trainer("bfloat16");
   MemoryTracker tracker;
@@ -208,7 +233,7 @@ TEST(InferEngineOffload, RoundTripAndLogProbs) {
   const int64_t params = tracker.current(kDevice, MemoryCategory::params);
   ASSERT_GE(params, trainer.engine.num_parameters() * 2);
 
-  ref.offload();
+  ref.offload({.params = true});
   EXPECT_TRUE(ref.offloaded());
   EXPECT_EQ(tracker.current(kDevice, MemoryCategory::params), 0);
   EXPECT_EQ(tracker.current(kHost, MemoryCategory::params), params);
@@ -217,7 +242,7 @@ TEST(InferEngineOffload, RoundTripAndLogProbs) {
   EXPECT_EQ(tracker.current(kHost), 0);
   expect_same_bits(ref.weights().flat(), weights, "weights after a round trip");
 
-  ref.offload();
+  ref.offload({.params = true});
   const std::vector<TensorMap> after = log_probs();  // onloads
   EXPECT_FALSE(ref.offloaded());
   ASSERT_EQ(after.size(), before.size());
@@ -225,8 +250,16 @@ TEST(InferEngineOffload, RoundTripAndLogProbs) {
     expect_same_bits(after[i].get("log_probs"), before[i].get("log_probs"), "log_probs");
     expect_same_bits(after[i].get("entropy"), before[i].get("entropy"), "entropy");
   }
+  // Released activations too: the next pass takes them back and computes the same bits.
+  const int64_t activations = tracker.current(kDevice, MemoryCategory::activations);
+  ref.offload({.params = true, .activations = true});
+  EXPECT_EQ(tracker.current(kDevice, MemoryCategory::activations), 0);
+  const std::vector<TensorMap> released = log_probs();
+  EXPECT_EQ(tracker.current(kDevice, MemoryCategory::activations), activations);
+  for (size_t i = 0; i < before.size(); ++i)
+    expect_same_bits(released[i].get("log_probs"), before[i].get("log_probs"), "log_probs after a release");
   // A weight update onloads first, so the weights it does not touch are still there.
-  ref.offload();
+  ref.offload({.params = true});
   ref.update_weights("model.norm.weight", trainer.engine.master_weights().get("model.norm.weight"));
   expect_same_bits(ref.weights().flat(), weights, "weights after an update while offloaded");
 }
