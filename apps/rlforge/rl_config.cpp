@@ -10,6 +10,7 @@
 
 #include "apps/rlforge/rl_config.h"
 #include "apps/rlforge/yaml_json.h"
+#include "config/bind.h"
 #include "core/error.h"
 #include "data/task.h"
 #include "rl/advantage_estimator.h"
@@ -275,11 +276,42 @@ void RlConfig::validate() const {
                                        "(or null), or pick an estimator without values (grpo, rloo, ...)");
   if (uses_critic()) check_critic(*this);
   if (reward_model.enable) check_reward_model(reward_model);
+  require_one_of("reward_model.reward_manager", reward_model.reward_manager, {"naive", "dapo"},
+                 " (batch and prime: rlforge's Python reward pool already scores a batch in parallel with the "
+                 "per-sample function)");
+  overlong_buffer();
   // With a reward model, the reward function scores validation only.
   check_data(data, trainer, !custom_reward_function.path && (!reward_model.enable || trainer.test_freq > 0));
   check_trainer(trainer, !data.train_files);
   if (!(resources.device_memory_gb > 0))
     throw ConfigError("resources.device_memory_gb", fmt::format("must be positive, got {}", resources.device_memory_gb));
+}
+
+rl::OverlongBufferConfig RlConfig::overlong_buffer() const {
+  const std::string key = "reward_model.reward_kwargs";
+  const bool has_kwargs = reward_model.reward_kwargs.IsDefined() && !reward_model.reward_kwargs.IsNull() &&
+                          reward_model.reward_kwargs.size() > 0;
+  if (reward_model.reward_manager == "naive") {
+    if (has_kwargs) throw ConfigError(key, "the naive reward manager takes no arguments (dapo takes overlong_buffer_cfg)");
+    return {};
+  }
+  const DapoRewardKwargs kwargs =
+      has_kwargs ? config::bind<DapoRewardKwargs>(reward_model.reward_kwargs, key) : DapoRewardKwargs{};
+  const OverlongBufferSection& b = kwargs.overlong_buffer_cfg;
+  if (!b.enable) return {};
+  const std::string at = key + ".overlong_buffer_cfg.";
+  if (b.len <= 0) throw ConfigError(at + "len", fmt::format("must be positive, got {}", b.len));
+  if (!(b.penalty_factor >= 0))
+    throw ConfigError(at + "penalty_factor", fmt::format("must be >= 0, got {}", b.penalty_factor));
+  if (!kwargs.max_resp_len)
+    throw ConfigError(key + ".max_resp_len", "required with overlong_buffer_cfg.enable (verl: max_resp_len must be "
+                                             "provided): the response length the buffer ends at");
+  if (*kwargs.max_resp_len < b.len)
+    throw ConfigError(key + ".max_resp_len", fmt::format("{} is below overlong_buffer_cfg.len {}: the buffer is its "
+                                                         "last tokens",
+                                                         *kwargs.max_resp_len, b.len));
+  return {.enable = true, .len = b.len, .penalty_factor = b.penalty_factor, .log = b.log,
+          .max_resp_len = *kwargs.max_resp_len};
 }
 
 std::string RlConfig::run_dir() const {

@@ -19,6 +19,7 @@
 
 #include "engine/engine_config.h"
 #include "optim/optim_config.h"
+#include "rl/rewards/overlong_penalty.h"
 
 namespace rf::apps {
 
@@ -296,6 +297,32 @@ struct RewardModelModelConfig {  // reward_model.model
   }
 };
 
+struct OverlongBufferSection {  // reward_model.reward_kwargs.overlong_buffer_cfg (reward_manager dapo)
+  bool enable = false;
+  int64_t len = 0;
+  double penalty_factor = 1.0;
+  bool log = false;
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("enable", enable, "penalise responses that run into the last `len` tokens of max_resp_len");
+    f("len", len, "the buffer's tokens");
+    f("penalty_factor", penalty_factor, "the penalty of a response of max_resp_len tokens");
+    f("log", log, "the penalty as reward extras overlong_reward and overlong (in the generation dumps)");
+  }
+};
+
+struct DapoRewardKwargs {  // reward_model.reward_kwargs of reward_manager dapo
+  OverlongBufferSection overlong_buffer_cfg;
+  std::optional<int64_t> max_resp_len;
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("overlong_buffer_cfg", overlong_buffer_cfg, "DAPO's overlong reward shaping (rl/rewards/overlong_penalty.h)");
+    f("max_resp_len", max_resp_len, "the response length the buffer ends at (required with the buffer)");
+  }
+};
+
 struct RewardModelSection {  // reward_model: a model's score replaces the reward function's in training
   bool enable = false;
   std::string strategy = "megatron";
@@ -306,9 +333,17 @@ struct RewardModelSection {  // reward_model: a model's score replaces the rewar
   std::optional<int64_t> max_length;  // null: prompt + response length
   engine::EngineConfig megatron;
   YAML::Node device_mapping;  // role_placement.h
+  std::string reward_manager = "naive";
+  YAML::Node reward_kwargs;  // free-form, as verl's `+reward_model.reward_kwargs...` adds it: DapoRewardKwargs
 
   template <class Fields>
   void fields(Fields& f) {
+    f("reward_manager", reward_manager,
+      "naive (the score as the reward function or model gives it) or dapo (plus DAPO's overlong penalty, "
+      "configured by reward_kwargs)");
+    f("reward_kwargs", reward_kwargs,
+      "the reward manager's arguments: dapo's overlong_buffer_cfg {enable, len, penalty_factor, log} and "
+      "max_resp_len (null: none)");
     f("enable", enable,
       "score training responses with the reward model (its score at the last token replaces the reward "
       "function's, verl's naive manager); validation still scores with the reward function");
@@ -532,6 +567,8 @@ struct RlConfig {
   bool critic_shuffle() const;
   uint64_t critic_data_loader_seed() const;
   std::string critic_loss_agg_mode() const;
+  // reward_model.reward_manager dapo's overlong penalty (enable false otherwise).
+  rl::OverlongBufferConfig overlong_buffer() const;
 };
 
 }  // namespace rf::apps

@@ -199,7 +199,6 @@ void add_reward_model(std::vector<UnimplementedVerlKey>& keys) {
        {"model.trust_remote_code", "false"},
        {"model.external_lib", "null"},
        {"micro_batch_size", "null"},
-       {"reward_manager", "naive"},
        {"launch_reward_fn_async", "false"},
        {"sandbox_fusion.url", "null"},
        {"sandbox_fusion.max_concurrent", "64"},

@@ -91,10 +91,12 @@ std::vector<RlPrompt> rollout_prompts(std::span<const PromptRow> rows) {
 
 // Scores every response (score and extras such as acc) on world rank 0, which holds the reward function,
 // and sends the scores to every rank. The response is decoded without special tokens (its eos), as verl's
-// reward manager does; extra_info is an object, as verl passes it. Returns the samples the failure policy
-// scored 0 (custom_reward_function.on_error: zero).
+// reward manager does; extra_info is an object, as verl passes it. Then, with reward_manager dapo, every
+// rank adds the overlong penalty of each response's length (eos included). Returns the samples the
+// failure policy scored 0 (custom_reward_function.on_error: zero).
 int64_t score_batch(RlBatch& batch, std::span<const PromptRow> prompts, rl::RewardFunction* reward,
-                    const data::Tokenizer& tokenizer, dist::ProcessGroup& world) {
+                    const data::Tokenizer& tokenizer, const rl::OverlongBufferConfig& overlong,
+                    dist::ProcessGroup& world) {
   std::optional<std::string> error;
   int64_t failed = 0;
   if (reward) {
@@ -118,6 +120,14 @@ int64_t score_batch(RlBatch& batch, std::span<const PromptRow> prompts, rl::Rewa
     }
   }
   broadcast_scores(batch, error, world, 0);
+  if (overlong.enable)
+    for (RlResponse& r : batch) {
+      const double penalty = rl::overlong_reward(int64_t(r.response.size()), overlong);
+      r.score += penalty;
+      if (!overlong.log) continue;
+      r.reward_extra["overlong_reward"] = penalty;
+      r.reward_extra["overlong"] = penalty < 0 ? 1.0 : 0.0;
+    }
   return int64_t(world.all_reduce_scalar(double(failed), dist::ReduceOp::sum));
 }
 
@@ -148,7 +158,7 @@ Validation validate(RunContext& run, int64_t step) {
   // same way at every validation.
   RlBatch batch =
       run.roles.generate(rollout_prompts(prompts), uint64_t(1) << 31, params, run.tokens.stop_ids, run.num_candidates);
-  score_batch(batch, prompts, run.reward, *run.tokens.tokenizer, run.world);
+  score_batch(batch, prompts, run.reward, *run.tokens.tokenizer, c.overlong_buffer(), run.world);
   const RlTrainerConfig& t = c.trainer;
   if (run.world.rank() == 0 && (t.validation_data_dir || t.log_val_generations > 0)) {
     const std::vector<Generation> generations = generations_of(batch, prompts, *run.tokens.tokenizer);
@@ -334,7 +344,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
         roles.compute_rm_scores(batch, reward_model_input->sequences(batch, batch_prompts));
         return;
       }
-      const int64_t failed = score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, world);
+      const int64_t failed =
+          score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, config.overlong_buffer(), world);
       if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
     });
     if (lead && trainer.rollout_data_dir)

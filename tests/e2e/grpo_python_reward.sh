@@ -5,7 +5,8 @@
 #  2. a scorer that raises, hangs past timeout_s or kills its own worker process, one kind per sample:
 #     with on_error: zero the run completes and counts the failures in reward/num_failed every step; with
 #     on_error: fail it stops at the first bad sample with one error line naming the file and the reason;
-#  3. a file without the function named by custom_reward_function.name is refused before training.
+#  3. a file without the function named by custom_reward_function.name is refused before training;
+#  4. the dapo reward manager adds the overlong penalty (verl's reward_kwargs.overlong_buffer_cfg).
 source "$(dirname "$0")/common.sh"
 "$RLFORGE" sft --config examples/sft_arith.yaml trainer.default_local_dir="$SCRATCH/sft" \
   trainer.total_training_steps=300 trainer.test_freq=300 trainer.save_freq=300 trainer.num_threads=2 \
@@ -73,3 +74,34 @@ echo "ok: $(grep -m1 "could not score" "$SCRATCH/stderr" | cut -c1-200)"
 # 3. A missing function is refused before any training.
 expect_error "custom_reward_function.name" "${args[@]}" custom_reward_function.path="$SCRATCH/arith_reward.py" \
   custom_reward_function.name=score trainer.default_local_dir="$SCRATCH/missing"
+
+# 4. verl's dapo reward manager with a verl command line's `+reward_model.reward_kwargs...`: each response's
+# score is the scorer's plus DAPO's overlong penalty of its length (eos included), logged as extras; in
+# training and validation. Responses of up to 4 tokens, max_resp_len 4 with a 3-token buffer: a length-L
+# response loses (L - 1) / 3 x 0.6.
+dapo=(reward_model.reward_manager=dapo +reward_model.reward_kwargs.overlong_buffer_cfg.enable=True
+      +reward_model.reward_kwargs.overlong_buffer_cfg.len=3 +reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=0.6
+      +reward_model.reward_kwargs.overlong_buffer_cfg.log=True +reward_model.reward_kwargs.max_resp_len=4)
+quiet "$RLFORGE" "${args[@]}" "${dapo[@]}" data.val_size=20 trainer.total_training_steps=2 trainer.test_freq=2 \
+  trainer.rollout_data_dir="$SCRATCH/dapo/rollouts" trainer.validation_data_dir="$SCRATCH/dapo/val" \
+  trainer.default_local_dir="$SCRATCH/dapo"
+python3 - "$SCRATCH/dapo" <<'PY'
+import json, sys
+for path in (f"{sys.argv[1]}/rollouts/1.jsonl", f"{sys.argv[1]}/val/2.jsonl"):
+    lines = [json.loads(l) for l in open(path)]
+    for g in lines:
+        # The arith scorer's acc is the raw score. The length (tokens, eos included) is at least the output's
+        # characters (the decoded text drops special tokens), at most 4: the penalty is one of those lengths'.
+        lengths = range(max(1, len(g["output"])), 5)
+        assert any(abs(g["overlong_reward"] - min(-(n - 1) / 3 * 0.6, 0.0)) < 1e-12 for n in lengths), g
+        assert g["overlong"] == (1.0 if g["overlong_reward"] < 0 else 0.0), g
+        assert abs(g["score"] - (g["acc"] + g["overlong_reward"])) < 1e-12, g
+    assert any(g["overlong_reward"] < 0 for g in lines), "no response was penalised"
+    print(f"ok: {path}: {len(lines)} responses, score = acc + overlong penalty")
+PY
+expect_error "reward_model.reward_kwargs.max_resp_len" "${args[@]}" reward_model.reward_manager=dapo \
+  +reward_model.reward_kwargs.overlong_buffer_cfg.enable=True +reward_model.reward_kwargs.overlong_buffer_cfg.len=3 \
+  --check-config
+expect_error "reward_model.reward_kwargs: the naive reward manager takes no arguments" "${args[@]}" \
+  +reward_model.reward_kwargs.max_resp_len=4 --check-config
+expect_error "reward_model.reward_manager: 'prime'" "${args[@]}" reward_model.reward_manager=prime --check-config

@@ -85,7 +85,7 @@ cat examples/grpo_arith.yaml - > "$SCRATCH/verl_style.yaml" <<'EOF'
 critic:
   nccl_timeout: 600
   checkpoint: {async_save: false}
-reward_model: {enable: False, reward_manager: naive}
+reward_model: {enable: False, launch_reward_fn_async: false}
 ray_kwargs: {ray_init: {num_cpus: ~}}
 EOF
 "$RLFORGE" train --config "$SCRATCH/verl_style.yaml" --check-config trainer.default_local_dir="$SCRATCH/ok" \
@@ -95,7 +95,7 @@ EOF
   > "$SCRATCH/resolved.yaml" 2> "$SCRATCH/warnings.log" || fail "verl keys at their defaults were refused: $(cat "$SCRATCH/warnings.log")"
 warning=$(grep "warning: verl keys rlforge does not implement, accepted at verl's default" "$SCRATCH/warnings.log") ||
   fail "no warning about the verl keys at their defaults: $(cat "$SCRATCH/warnings.log")"
-for key in critic.nccl_timeout critic.checkpoint.async_save reward_model.reward_manager ray_kwargs.ray_init.num_cpus \
+for key in critic.nccl_timeout critic.checkpoint.async_save reward_model.launch_reward_fn_async ray_kwargs.ray_init.num_cpus \
            actor_rollout_ref.rollout.mode data.dataloader_num_workers actor_rollout_ref.nccl_timeout \
            actor_rollout_ref.actor.checkpoint.save_contents actor_rollout_ref.actor.checkpoint.async_save; do
   [[ $warning == *"$key"* ]] || fail "the warning does not name $key: $warning"
@@ -103,7 +103,7 @@ done
 grep -q 'Hydra `_target_`' "$SCRATCH/warnings.log" || fail "no warning about the dropped _target_ key"
 grep -q "ppo_mini_batch_size: 16" "$SCRATCH/resolved.yaml" ||
   fail "--check-config did not print the resolved config: $(head "$SCRATCH/resolved.yaml")"
-if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|reward_manager|^ray_kwargs|_target_|mode: async" \
+if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|launch_reward_fn_async|^ray_kwargs|_target_|mode: async" \
      "$SCRATCH/resolved.yaml"; then
   fail "a verl key at its default reached the resolved config"
 fi
