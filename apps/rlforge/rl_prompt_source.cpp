@@ -3,16 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "apps/rlforge/yaml_json.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/philox.h"
 #include "data/index_permutation.h"
+#include "data/jsonl_dataset.h"
 #include "data/tokenizer_config.h"
 
 namespace rf::apps {
@@ -122,29 +120,18 @@ PromptSource::PromptSource(const RlConfig& config, const SftTokenizer& tokens)
 std::vector<PromptRow> PromptSource::read_files(const std::vector<std::string>& paths, const std::string& key) {
   std::vector<PromptRow> rows;
   for (const std::string& path : paths) {
-    std::ifstream in(path);
-    if (!in) throw IoError(path, fmt::format("cannot open ({}): {}", key, std::strerror(errno)));
     int64_t num_rows = 0, num_dropped = 0;
-    std::string line;
-    for (int64_t line_number = 1; std::getline(in, line); ++line_number) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      nlohmann::json row;
-      try {
-        row = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        throw IoError(path, fmt::format("line {}: invalid JSON: {}", line_number, e.what()));
-      }
+    data::for_each_jsonl_row(path, key, [&](const nlohmann::json& row, int64_t line_number) {
       ++num_rows;
       PromptRow p = read_row(row, path, line_number);
       if (!fit(p.tokens, row_name(path, line_number))) {
         ++num_dropped;
-        continue;
+        return;
       }
       data_sources_.try_emplace(p.data_source, row_name(path, line_number));
       if (key == "data.val_files") validation_data_sources_.try_emplace(p.data_source, row_name(path, line_number));
       rows.push_back(std::move(p));
-    }
-    if (in.bad()) throw IoError(path, fmt::format("read failed: {}", std::strerror(errno)));
+    });
     if (num_rows == 0) throw IoError(path, fmt::format("no rows ({})", key));
     core::log_info("{} {}: {} prompts{}", key, path, num_rows - num_dropped,
                    num_dropped ? fmt::format(" ({} of {} rows dropped by data.filter_overlong_prompts: over {} tokens)",

@@ -144,6 +144,7 @@ struct RunContext {
   const PromptSource& prompts;
   rl::RewardFunction* reward;  // world rank 0's; null elsewhere
   const SftTokenizer& tokens;
+  const rl::OverlongBufferConfig& overlong;  // reward_manager dapo's penalty, read once
   int64_t num_candidates;
 };
 
@@ -158,7 +159,7 @@ Validation validate(RunContext& run, int64_t step) {
   // same way at every validation.
   RlBatch batch =
       run.roles.generate(rollout_prompts(prompts), uint64_t(1) << 31, params, run.tokens.stop_ids, run.num_candidates);
-  score_batch(batch, prompts, run.reward, *run.tokens.tokenizer, c.overlong_buffer(), run.world);
+  score_batch(batch, prompts, run.reward, *run.tokens.tokenizer, run.overlong, run.world);
   const RlTrainerConfig& t = c.trainer;
   if (run.world.rank() == 0 && (t.validation_data_dir || t.log_val_generations > 0)) {
     const std::vector<Generation> generations = generations_of(batch, prompts, *run.tokens.tokenizer);
@@ -310,7 +311,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
                           "timing_s/step"})
     console_keys.emplace_back(key);
   MetricsLog metrics_log(jsonl && lead ? metrics_path : std::string(), start_step, console_keys);
-  RunContext run{config, world, roles, prompts, reward.get(), tokens, num_candidates};
+  const rl::OverlongBufferConfig overlong = config.overlong_buffer();
+  RunContext run{config, world, roles, prompts, reward.get(), tokens, overlong, num_candidates};
   const RolloutSection& rollout = config.actor_rollout_ref.rollout;
   const uint64_t seed = config.actor_rollout_ref.actor.megatron.seed;
 
@@ -345,7 +347,7 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
         return;
       }
       const int64_t failed =
-          score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, config.overlong_buffer(), world);
+          score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, overlong, world);
       if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
     });
     if (lead && trainer.rollout_data_dir)

@@ -48,21 +48,29 @@ Example parse_row(const nlohmann::json& row, const std::string& path, int64_t li
 
 }  // namespace
 
-JsonlDataset::JsonlDataset(std::string path) : path_(std::move(path)) {
-  std::ifstream in(path_);
-  if (!in) throw IoError(path_, fmt::format("cannot open: {}", std::strerror(errno)));
+void for_each_jsonl_row(const std::string& path, const std::string& what,
+                        const std::function<void(const nlohmann::json& row, int64_t line)>& row) {
+  std::ifstream in(path);
+  if (!in)
+    throw IoError(path, fmt::format("cannot open{}: {}", what.empty() ? "" : " (" + what + ")", std::strerror(errno)));
   std::string line;
   for (int64_t line_number = 1; std::getline(in, line); ++line_number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json row;
+    nlohmann::json parsed;
     try {
-      row = nlohmann::json::parse(line);
+      parsed = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      throw IoError(path_, fmt::format("line {}: invalid JSON: {}", line_number, e.what()));
+      throw IoError(path, fmt::format("line {}: invalid JSON: {}", line_number, e.what()));
     }
-    examples_.push_back(parse_row(row, path_, line_number));
+    row(parsed, line_number);
   }
-  if (in.bad()) throw IoError(path_, fmt::format("read failed: {}", std::strerror(errno)));
+  if (in.bad()) throw IoError(path, fmt::format("read failed: {}", std::strerror(errno)));
+}
+
+JsonlDataset::JsonlDataset(std::string path) : path_(std::move(path)) {
+  for_each_jsonl_row(path_, "", [&](const nlohmann::json& row, int64_t line) {
+    examples_.push_back(parse_row(row, path_, line));
+  });
   if (examples_.empty()) throw IoError(path_, "no rows");
 }
 

@@ -9,12 +9,20 @@
 // templates yet, so such a prompt is given as the template's text); parquet files.
 #pragma once
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "data/task.h"
 
 namespace rf::data {
+
+// Every row of the JSON Lines file at `path`, parsed, with its 1-based line number; blank lines skipped.
+// IoError naming the file for one it cannot open or read ("cannot open (<what>)" when `what` is given) and
+// for a line that is not JSON (its number). Whatever `row` throws propagates.
+void for_each_jsonl_row(const std::string& path, const std::string& what,
+                        const std::function<void(const nlohmann::json& row, int64_t line)>& row);
 
 class JsonlDataset {
  public:
