@@ -1,9 +1,10 @@
 // GEMM throughput of the cpu linear kernels on the matrix shapes of a small transformer (hidden
-// 512, FFN 1408, vocab 8192, 2048 tokens): f32 through oneDNN and through OpenBLAS (the two
-// KernelConfig::f32_gemm choices) and bf16 through oneDNN, for the forward y = x w^T and both
-// backward GEMMs (dgrad dx = dy w, wgrad dw += dy^T x). Each line gives GFLOP/s and the fraction
-// of the same library's GEMM peak measured in the same run (a square 2048^3 product); the last
-// lines give the speed-up over the `ref` kernels on one small shape.
+// 512, FFN 1408, vocab 8192, 2048 tokens): f32 through oneDNN, OpenBLAS and the ordered GEMM (the
+// KernelConfig::f32_gemm choices) and bf16 through oneDNN (where it has a bf16 kernel) and the ordered
+// GEMM, for the forward y = x w^T and both backward GEMMs (dgrad dx = dy w, wgrad dw += dy^T x), and
+// the forward at decode sizes (1, 8 and 64 rows). Each line gives GFLOP/s and the fraction of the same
+// engine's GEMM peak measured in the same run (a square 2048^3 product); the last lines give the
+// speed-up over the `ref` kernels on one small shape.
 //   usage: OMP_NUM_THREADS=2 gemm_bench
 // Output: `gemm <pass>:<M>x<N>x<K> <dtype>_<library> <GFLOP/s> ...`, M x N x K the GEMM's extents.
 // Legend: N rows (tokens), I in-features, O out-features.
@@ -15,10 +16,12 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/philox.h"
 #include "core/stopwatch.h"
 #include "core/tensor.h"
+#include "kernels/blas_info.h"
 #include "kernels/kernel_registry.h"
 
 namespace {
@@ -72,11 +75,13 @@ int main() {
                                 {"mlp_up", kTokens, kHidden, kFfn},
                                 {"mlp_down", kTokens, kFfn, kHidden},
                                 {"lm_head", kTokens, kHidden, kVocab}};
-  const std::pair<DType, GemmLibrary> setups[] = {
-      {DType::f32, GemmLibrary::onednn}, {DType::f32, GemmLibrary::openblas}, {DType::bf16, GemmLibrary::onednn}};
+  std::vector<std::pair<DType, GemmLibrary>> setups = {
+      {DType::f32, GemmLibrary::onednn}, {DType::f32, GemmLibrary::openblas}, {DType::f32, GemmLibrary::ordered}};
+  if (onednn_has_bf16_matmul()) setups.emplace_back(DType::bf16, GemmLibrary::onednn);
+  setups.emplace_back(DType::bf16, GemmLibrary::ordered);
   for (const auto& [dtype, library] : setups) {
     const KernelRegistry chosen(KernelConfig{.f32_gemm = library});
-    const KernelTable& table = chosen.table(KernelOp::linear, dtype);
+    const KernelTable& table = chosen.table(KernelOp::linear, DType::f32);  // the engine's table; it runs bf16 too
     const std::string label = fmt::format("{}_{}", rf::dtype_name(dtype), gemm_library_name(library));
     const char* name = label.c_str();
     const double peak = square_gemm_gflops(table, dtype, 2048);
@@ -94,6 +99,11 @@ int main() {
       report("fwd", s, s.N, s.O, s.I, best_seconds([&] { table.linear_forward(x, w, Tensor().view(), y); }));
       report("dgrad", s, s.N, s.I, s.O, best_seconds([&] { table.linear_dgrad(dy, w, dx, Accumulate::overwrite); }));
       report("wgrad", s, s.O, s.I, s.N, best_seconds([&] { table.linear_wgrad(dy, x, dw, Tensor().view(), Accumulate::add); }));
+    }
+    for (int64_t rows : {1, 8, 64}) {
+      const LinearShape s{"decode_mlp_up", rows, kHidden, kFfn};
+      const Tensor x = random({s.N, s.I}, dtype, 3), w = random({s.O, s.I}, dtype, 4), y({s.N, s.O}, dtype);
+      report("fwd", s, s.N, s.O, s.I, best_seconds([&] { table.linear_forward(x, w, Tensor().view(), y); }, 0.2));
     }
   }
 

@@ -6,19 +6,30 @@
 
 namespace rf::kernels {
 
+std::string onednn_isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 std::string blas_info() {
   const dnnl_version_t* v = dnnl_version();
-  const char* isa = "?";
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
-    default: isa = "other"; break;
-  }
   return fmt::format("{} (core {}, {} threads); oneDNN {}.{}.{} (isa {})", openblas_get_config(),
-                     openblas_get_corename(), openblas_get_num_threads(), v->major, v->minor, v->patch, isa);
+                     openblas_get_corename(), openblas_get_num_threads(), v->major, v->minor, v->patch,
+                     onednn_isa_name());
+}
+
+bool onednn_has_bf16_matmul() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512_core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);  // ISA values are feature masks
+  return (isa & avx512_core) == avx512_core;
 }
 
 }  // namespace rf::kernels

@@ -3,6 +3,11 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
 
 namespace rf::kernels {
 namespace {
@@ -13,9 +18,7 @@ uint64_t read_xcr0() {
   return (uint64_t(edx) << 32) | eax;
 }
 
-}  // namespace
-
-CpuFeatures CpuFeatures::detect() {
+CpuFeatures detect_hardware() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
@@ -40,6 +43,23 @@ CpuFeatures CpuFeatures::detect() {
   return f;
 }
 
+}  // namespace
+
+CpuFeatures CpuFeatures::detect() {
+  const CpuFeatures hardware = detect_hardware();
+  const char* cap = std::getenv("RLFORGE_MAX_CPU_ISA");
+  return cap == nullptr || *cap == '\0' ? hardware : hardware.capped(cap);
+}
+
+CpuFeatures CpuFeatures::capped(std::string_view isa) const {
+  if (isa != "generic" && isa != "avx2" && isa != "avx512")
+    throw ConfigError("RLFORGE_MAX_CPU_ISA", fmt::format("unknown ISA '{}': expected generic, avx2 or avx512", isa));
+  CpuFeatures f = isa == "generic" ? CpuFeatures{} : *this;
+  if (isa == "avx2") f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_bf16 = f.amx_tile = f.amx_bf16 = false;
+  f.cap = std::string(isa);
+  return f;
+}
+
 std::string CpuFeatures::describe() const {
   std::string out;
   auto add = [&](bool has, const char* name) {
@@ -58,7 +78,9 @@ std::string CpuFeatures::describe() const {
   add(amx_tile, "amx_tile");
   add(amx_bf16, "amx_bf16");
   if (!amx_tile) out += " (no amx)";
-  return out.empty() ? "baseline x86-64 only" : out;
+  if (out.empty()) out = "baseline x86-64 only";
+  if (!cap.empty()) out += fmt::format(" [RLFORGE_MAX_CPU_ISA={}]", cap);
+  return out;
 }
 
 }  // namespace rf::kernels

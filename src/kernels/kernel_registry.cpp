@@ -19,13 +19,19 @@ std::string_view kernel_variant_name(KernelVariant variant) {
 }
 
 std::string_view gemm_library_name(GemmLibrary library) {
-  return library == GemmLibrary::onednn ? "onednn" : "openblas";
+  switch (library) {
+    case GemmLibrary::onednn: return "onednn";
+    case GemmLibrary::openblas: return "openblas";
+    case GemmLibrary::ordered: return "ordered";
+  }
+  return "?";
 }
 
 GemmLibrary parse_gemm_library(std::string_view name) {
-  for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas})
+  for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::ordered})
     if (gemm_library_name(library) == name) return library;
-  throw ConfigError("kernels.f32_gemm", fmt::format("unknown GEMM library '{}': expected onednn or openblas", name));
+  throw ConfigError("kernels.f32_gemm",
+                    fmt::format("unknown GEMM library '{}': expected onednn, openblas or ordered", name));
 }
 
 std::string_view kernel_op_name(KernelOp op) {
@@ -65,14 +71,16 @@ bool variant_supports(KernelVariant variant, DType dtype) {
 
 KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
     : features_(features),
-      f32_gemm_(config.batch_invariant ? GemmLibrary::onednn : config.f32_gemm),
+      f32_gemm_(config.batch_invariant ? GemmLibrary::ordered : config.f32_gemm),
+      bf16_gemm_(config.batch_invariant || !onednn_has_bf16_matmul() ? GemmLibrary::ordered : GemmLibrary::onednn),
       batch_invariant_(config.batch_invariant) {
   if (config.optimization_level < 0 || config.optimization_level > 2)
     throw ConfigError("kernels.optimization_level",
                       fmt::format("expected 0, 1 or 2, got {}", config.optimization_level));
-  if (config.batch_invariant && config.f32_gemm == GemmLibrary::openblas)
-    core::log_warning("kernels.f32_gemm: openblas has no effect on a batch-invariant registry (the rollout's): its "
-                      "f32 linear layers run on onednn, whose rows do not depend on the batch");
+  if (config.batch_invariant && config.f32_gemm != GemmLibrary::onednn && config.f32_gemm != GemmLibrary::ordered)
+    core::log_warning("kernels.f32_gemm: {} has no effect on a batch-invariant registry (the rollout's): its linear "
+                      "layers run on the ordered GEMM, whose rows do not depend on the batch",
+                      gemm_library_name(config.f32_gemm));
   KernelVariant best = KernelVariant::ref;
   if (config.optimization_level > 0) {
     best = can_run(KernelVariant::cpu_avx512) ? KernelVariant::cpu_avx512
@@ -98,7 +106,7 @@ KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
     for (int d = 0; d < kNumDTypes; ++d) {
       const KernelVariant wanted = per_op[size_t(op)];
       const bool gemm_backed = KernelOp(op) == KernelOp::gemm || KernelOp(op) == KernelOp::linear;
-      const GemmLibrary library = gemm_backed && DType(d) == DType::f32 ? f32_gemm_ : GemmLibrary::onednn;
+      const GemmLibrary library = gemm_backed ? gemm_library(DType(d)) : GemmLibrary::onednn;
       choice_[size_t(op)][size_t(d)] =
           &table_of(variant_supports(wanted, DType(d)) ? wanted : KernelVariant::ref, library);
     }
@@ -117,13 +125,23 @@ bool KernelRegistry::can_run(KernelVariant variant) const {
   return false;
 }
 
-const KernelTable& KernelRegistry::table_of(KernelVariant variant, GemmLibrary f32_gemm) const {
-  const bool openblas = f32_gemm == GemmLibrary::openblas;
+const KernelTable& KernelRegistry::table_of(KernelVariant variant, GemmLibrary library) const {
+  auto pick = [library](const KernelTable& onednn, const KernelTable& openblas,
+                        const KernelTable& ordered) -> const KernelTable& {
+    switch (library) {
+      case GemmLibrary::onednn: return onednn;
+      case GemmLibrary::openblas: return openblas;
+      case GemmLibrary::ordered: return ordered;
+    }
+    return onednn;
+  };
   switch (variant) {
     case KernelVariant::ref: return ref::table();
-    case KernelVariant::cpu_generic: return openblas ? cpu_generic::openblas_table() : cpu_generic::table();
-    case KernelVariant::cpu_avx2: return openblas ? cpu_avx2::openblas_table() : cpu_avx2::table();
-    case KernelVariant::cpu_avx512: return openblas ? cpu_avx512::openblas_table() : cpu_avx512::table();
+    case KernelVariant::cpu_generic:
+      return pick(cpu_generic::table(), cpu_generic::openblas_table(), cpu_generic::ordered_table());
+    case KernelVariant::cpu_avx2: return pick(cpu_avx2::table(), cpu_avx2::openblas_table(), cpu_avx2::ordered_table());
+    case KernelVariant::cpu_avx512:
+      return pick(cpu_avx512::table(), cpu_avx512::openblas_table(), cpu_avx512::ordered_table());
   }
   return ref::table();
 }
@@ -135,12 +153,20 @@ const KernelTable& KernelRegistry::table(KernelOp op, DType dtype) const {
 }
 
 std::string KernelRegistry::describe() const {
-  std::string ops;
-  for (int op = 0; op < kNumKernelOps; ++op)
-    ops += fmt::format("{}{}={}", op ? " " : "", kernel_op_name(KernelOp(op)),
-                       kernel_variant_name(choice_[size_t(op)][size_t(DType::f32)]->variant));
-  return fmt::format("cpu: {}\nkernels (f32/bf16): {}\nf32 gemm: {}{}; blas: {}", features_.describe(), ops,
-                     gemm_library_name(f32_gemm_), batch_invariant_ ? " (batch-invariant)" : "", blas_info());
+  auto ops_of = [this](DType dtype) {
+    std::string ops;
+    for (int op = 0; op < kNumKernelOps; ++op)
+      ops += fmt::format("{}{}={}", op ? " " : "", kernel_op_name(KernelOp(op)),
+                         kernel_variant_name(choice_[size_t(op)][size_t(dtype)]->variant));
+    return ops;
+  };
+  const std::string bf16_why = bf16_gemm_ == GemmLibrary::onednn ? ""
+                               : batch_invariant_                ? ""
+                                                                 : " (oneDNN has no bf16 kernel below avx512_core)";
+  return fmt::format("cpu: {}\nkernels f32: {}\nkernels bf16: {}\ngemm: f32 on {}, bf16 on {}{}{}\nblas: {}",
+                     features_.describe(), ops_of(DType::f32), ops_of(DType::bf16), gemm_library_name(f32_gemm_),
+                     gemm_library_name(bf16_gemm_), bf16_why, batch_invariant_ ? " (batch-invariant)" : "",
+                     blas_info());
 }
 
 }  // namespace rf::kernels

@@ -2,13 +2,18 @@
 //  - optimization_level 0: every op on `ref` (the oracle).
 //  - optimization_level >= 1: the fastest `cpu` variant this CPU can run (cpu_avx512, else
 //    cpu_avx2, else cpu_generic); dtypes a variant does not implement (f64) fall back to `ref`.
+//    RLFORGE_MAX_CPU_ISA caps what "this CPU" means (CpuFeatures::detect).
 //  - `force_variant` pins every op to one variant (an error if this CPU cannot run it);
 //    `overrides` pin single ops, e.g. {attention -> ref} to bisect a numerics question.
-//  - `f32_gemm` picks the library under the cpu variants' f32 gemm and linear ops.
+//  - The GEMM-backed ops (gemm, linear) of the cpu variants run on one GEMM engine per dtype:
+//    f32 on `f32_gemm`; bf16 on oneDNN where oneDNN has a bf16 kernel (avx512_core and up), else on
+//    the ordered GEMM (ours), so bf16 runs on every x86-64 CPU.
 //  - `batch_invariant` makes every op compute each row independently of the other rows of its call
-//    (the rollout path, issue #7): the f32 gemm and linear ops then run on oneDNN whatever `f32_gemm`
-//    says, since OpenBLAS's sgemm changes a row's arithmetic with the row count (tests/kernels/
-//    batch_invariance_test.cpp). Every other op, and oneDNN's matmul, is row-invariant as it is.
+//    (the rollout path, issue #7): the GEMM-backed ops then run on the ordered GEMM in both dtypes,
+//    whatever `f32_gemm` says, since its reduction order is fixed by construction (a row's bits do not
+//    depend on M, the thread count or the variant), while OpenBLAS's and oneDNN's AVX2 kernels change
+//    a row's arithmetic with M (tests/kernels/batch_invariance_test.cpp). Every other op is
+//    row-invariant as it is.
 // Created once in `main` and passed down by const reference; its call-through methods pick the
 // table by the dtype of the op's first floating input.
 #pragma once
@@ -40,9 +45,12 @@ class KernelRegistry {
   KernelVariant variant(KernelOp op, DType dtype) const { return table(op, dtype).variant; }
   const CpuFeatures& cpu_features() const { return features_; }
   bool batch_invariant() const { return batch_invariant_; }
+  // The engine under the GEMM-backed ops of the cpu variants for `dtype` (f32 or bf16).
+  GemmLibrary gemm_library(DType dtype) const { return dtype == DType::bf16 ? bf16_gemm_ : f32_gemm_; }
   // Whether this CPU can run `variant` (ref and cpu_generic always can).
   bool can_run(KernelVariant variant) const;
-  // The start-up line: CPU features, the variant picked per op for f32/bf16, the BLAS in use.
+  // The start-up lines: CPU features, the variant picked per op and the GEMM engine per dtype, the
+  // BLAS and oneDNN in use.
   std::string describe() const;
 
   void embedding_forward(const EmbeddingParams& p, TensorView ids_N, TensorView table_VC, TensorView out_NC) const {
@@ -125,10 +133,11 @@ class KernelRegistry {
   }
 
  private:
-  const KernelTable& table_of(KernelVariant variant, GemmLibrary f32_gemm) const;
+  const KernelTable& table_of(KernelVariant variant, GemmLibrary library) const;
 
   CpuFeatures features_;
   GemmLibrary f32_gemm_;
+  GemmLibrary bf16_gemm_;
   bool batch_invariant_;
   std::array<std::array<const KernelTable*, kNumDTypes>, kNumKernelOps> choice_{};
 };

@@ -39,8 +39,10 @@ enum class KernelOp : uint8_t {
 };
 inline constexpr int kNumKernelOps = 11;
 
-// The library under the cpu variants' f32 GEMM and linear ops (bf16 always runs on oneDNN).
-enum class GemmLibrary : uint8_t { onednn, openblas };
+// The engine under the cpu variants' GEMM and linear ops: oneDNN's matmul, OpenBLAS's sgemm (f32
+// only), or the ordered GEMM (ours, cpu/ordered_gemm.h: one reduction order per element whatever the
+// batch, threads or ISA).
+enum class GemmLibrary : uint8_t { onednn, openblas, ordered };
 
 std::string_view kernel_variant_name(KernelVariant variant);
 std::string_view gemm_library_name(GemmLibrary library);
@@ -83,17 +85,21 @@ bool variant_supports(KernelVariant variant, DType dtype);
 namespace ref {
 const KernelTable& table();
 }
+// table(): GEMM-backed ops on oneDNN; openblas_table(), ordered_table(): on OpenBLAS, on the ordered GEMM.
 namespace cpu_generic {
 const KernelTable& table();
 const KernelTable& openblas_table();
+const KernelTable& ordered_table();
 }
 namespace cpu_avx2 {
 const KernelTable& table();
 const KernelTable& openblas_table();
+const KernelTable& ordered_table();
 }
 namespace cpu_avx512 {
 const KernelTable& table();
 const KernelTable& openblas_table();
+const KernelTable& ordered_table();
 }
 
 }  // namespace rf::kernels

@@ -8,8 +8,10 @@
 // logprob (log-prob, entropy, lse), and paged attention: each sequence alone, in batches of 7 and 64
 // mixing decode steps and prefill chunks, and a sequence's rows from one whole prefill, from chunks and
 // token by token; also across block sizes, block placements and thread counts.
-// The f32 linear ops are asked for on OpenBLAS: the batch-invariant registry must run them on oneDNN
-// anyway, since OpenBLAS's sgemm is not row-invariant (its small-matrix path takes M*N*K <= 1e6).
+// The f32 linear ops are asked for on OpenBLAS: the batch-invariant registry must run them on the ordered
+// GEMM anyway, since OpenBLAS's sgemm is not row-invariant (its small-matrix path takes M*N*K <= 1e6), nor
+// is oneDNN's AVX2 kernel. The linear layers must also give the same bits on every variant (the ordered
+// GEMM's reduction order does not depend on the ISA).
 // Legend: N rows, C hidden, I in-features, O out-features, F FFN width, V vocab, H heads, K kv heads,
 // D head dim, T positions, Z tokens per cache block.
 #include <omp.h>
@@ -201,13 +203,45 @@ TEST(BatchInvariance, LinearLayersGiveTheSameRowsInBatchesOf1And7And64) {
   }
 }
 
-TEST(BatchInvariance, RegistryRunsF32LinearOnOnednnWhenAskedForOpenblas) {
-  const KernelRegistry invariant(KernelConfig{.f32_gemm = GemmLibrary::openblas, .batch_invariant = true});
-  const KernelRegistry onednn;
-  EXPECT_TRUE(invariant.batch_invariant());
-  EXPECT_EQ(invariant.table(KernelOp::linear, DType::f32).linear_forward,
-            onednn.table(KernelOp::linear, DType::f32).linear_forward);
-  EXPECT_NE(invariant.describe().find("f32 gemm: onednn (batch-invariant)"), std::string::npos) << invariant.describe();
+TEST(BatchInvariance, RegistryRunsBothDtypesOnTheOrderedGemmWhateverF32GemmSays) {
+  for (GemmLibrary asked : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::ordered}) {
+    const KernelRegistry invariant(KernelConfig{.f32_gemm = asked, .batch_invariant = true});
+    const KernelRegistry ordered(KernelConfig{.f32_gemm = GemmLibrary::ordered});
+    EXPECT_TRUE(invariant.batch_invariant());
+    for (DType dtype : kDTypes) {
+      EXPECT_EQ(invariant.gemm_library(dtype), GemmLibrary::ordered) << gemm_library_name(asked);
+      EXPECT_EQ(invariant.table(KernelOp::linear, dtype).linear_forward,
+                ordered.table(KernelOp::linear, DType::f32).linear_forward);
+    }
+    EXPECT_NE(invariant.describe().find("gemm: f32 on ordered, bf16 on ordered (batch-invariant)"), std::string::npos)
+        << invariant.describe();
+  }
+}
+
+// A decoder block's linear layers on every cpu variant this CPU runs give the same bits: a batch-invariant
+// row is also the same row on an AVX2-only CPU as on an AVX-512 one.
+TEST(BatchInvariance, LinearLayersGiveTheSameBitsOnEveryVariant) {
+  const std::vector<KernelRegistry> registries = invariant_registries();
+  ASSERT_GE(registries.size(), 2u);  // ref, and cpu_generic at least
+  for (DType dtype : kDTypes) {
+    const Tensor x = random_tensor({kNumRows, 200}, dtype, 21), w = random_tensor({300, 200}, dtype, 22, -0.1, 0.1);
+    const Tensor b = random_tensor({300}, dtype, 23), resid = random_tensor({kNumRows, 300}, dtype, 24);
+    const Tensor first_y({kNumRows, 300}, dtype), first_r({kNumRows, 300}, dtype);
+    for (size_t i = 1; i < registries.size(); ++i) {  // [0] is ref (f64-accurate, another order)
+      const KernelRegistry& k = registries[i];
+      const Tensor y({kNumRows, 300}, dtype), r({kNumRows, 300}, dtype);
+      k.linear_forward(x, w, b, y);
+      k.linear_residual_forward(x, w, resid, r);
+      if (i == 1) {
+        copy_convert(y, first_y);
+        copy_convert(r, first_r);
+        continue;
+      }
+      const std::string what = name_of(k, dtype) + " vs " + name_of(registries[1], dtype);
+      EXPECT_EQ(first_differing_row(y, first_y), -1) << what << ": linear_forward";
+      EXPECT_EQ(first_differing_row(r, first_r), -1) << what << ": linear_residual_forward";
+    }
+  }
 }
 
 // --- paged attention ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // GEMM and linear layers: the ref kernels against hand-computed values and finite differences
-// (f64), then every cpu variant this CPU runs against ref: f32 and bf16, all four transposes,
-// alpha/beta, accumulate modes, empty inner dims, contiguous and strided views with sentinels.
+// (f64), then every cpu variant this CPU runs, on every GEMM engine (oneDNN, OpenBLAS, ordered), against
+// ref: f32 and bf16, all four transposes, alpha/beta, accumulate modes, empty inner dims, contiguous
+// and strided views with sentinels. The ordered GEMM's exact arithmetic: ordered_gemm_test.cpp.
 // Legend: N rows (tokens), I in-features, O out-features; a GEMM's c is M x N with inner dim K.
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/element_access.h"
+#include "kernels/blas_info.h"
 #include "kernels/kernel_registry.h"
 #include "support/test_support.h"
 
@@ -24,33 +26,29 @@ using rf::testing::random_tensor;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr Layout kLayouts[] = {Layout::contiguous, Layout::strided};
 
-// Every cpu variant this CPU runs, once per f32 GEMM library (their bf16 ops are the same oneDNN
-// calls either way).
-std::vector<std::pair<const KernelTable*, GemmLibrary>> fast_tables_and_libraries() {
+struct FastTable {
+  const KernelTable* table;
+  std::string name;  // "cpu_avx2/ordered"
+};
+
+// Every cpu variant this CPU runs, on every GEMM engine that takes `dtype`: oneDNN (bf16 only where
+// it has a bf16 kernel), OpenBLAS (f32 only) and the ordered GEMM.
+std::vector<FastTable> fast_tables(DType dtype) {
   const KernelRegistry registry;
-  std::vector<std::pair<const KernelTable*, GemmLibrary>> tables;
+  std::vector<FastTable> tables;
   for (KernelVariant v : {KernelVariant::cpu_generic, KernelVariant::cpu_avx2, KernelVariant::cpu_avx512}) {
     if (!registry.can_run(v)) continue;
-    for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas}) {
+    for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::ordered}) {
+      if (dtype == DType::bf16 && library == GemmLibrary::openblas) continue;
+      if (dtype == DType::bf16 && library == GemmLibrary::onednn && !onednn_has_bf16_matmul()) continue;
       const KernelRegistry chosen(KernelConfig{.force_variant = v, .f32_gemm = library});
-      tables.emplace_back(&chosen.table(KernelOp::gemm, DType::f32), library);
+      tables.push_back({&chosen.table(KernelOp::gemm, DType::f32),
+                        fmt::format("{}/{}", kernel_variant_name(v), gemm_library_name(library))});
     }
   }
   return tables;
 }
 
-std::vector<const KernelTable*> fast_tables() {
-  std::vector<const KernelTable*> tables;
-  for (const auto& [table, library] : fast_tables_and_libraries()) tables.push_back(table);
-  return tables;
-}
-
-std::string name(const KernelTable* table) {
-  for (const auto& [candidate, library] : fast_tables_and_libraries())
-    if (candidate == table)
-      return fmt::format("{}/{}", kernel_variant_name(table->variant), gemm_library_name(library));
-  return std::string(kernel_variant_name(table->variant));
-}
 const char* name(Layout layout) { return layout == Layout::strided ? "strided" : "contiguous"; }
 
 void fill(TensorView view, double value) {
@@ -87,7 +85,9 @@ constexpr DType kFastDTypes[] = {DType::f32, DType::bf16};
 struct GemmShape {
   int64_t M, N, K;
 };
-constexpr GemmShape kGemmShapes[] = {{1, 1, 1}, {7, 13, 37}, {64, 33, 129}, {1, 17, 5}, {9, 1, 3}, {4, 5, 0}};
+// The last two cross the ordered GEMM's k slice (256), row block (8 tiles of rows) and column block.
+constexpr GemmShape kGemmShapes[] = {{1, 1, 1},  {7, 13, 37}, {64, 33, 129}, {1, 17, 5},
+                                     {9, 1, 3},  {4, 5, 0},    {101, 21, 300}, {3, 530, 19}};
 
 // (N, I, O): as above, plus no rows (wgrad's inner dim is N) and no in-features.
 struct LinearShape {
@@ -154,8 +154,7 @@ TEST(LinearKernels, RefBackwardMatchesFiniteDifferences) {
 // --- cpu variants against ref ---------------------------------------------------------------------
 
 TEST(LinearKernels, GemmMatchesRef) {
-  const std::vector<const KernelTable*> tables = fast_tables();
-  ASSERT_FALSE(tables.empty());
+  ASSERT_FALSE(fast_tables(DType::f32).empty());
   struct AlphaBeta {
     double alpha, beta;
   };
@@ -174,10 +173,10 @@ TEST(LinearKernels, GemmMatchesRef) {
             const GuardedTensor expected = output_buffer(c_init, {s.M, s.N}, dt.out, Layout::contiguous);
             ref::table().gemm(p, a, b, expected);
             const Tolerance tol = tolerance(dt.out, s.K);
-            for (const KernelTable* table : tables) {
+            for (const auto& [table, table_name] : fast_tables(dt.in)) {
               for (Layout layout : kLayouts) {
                 const std::string what =
-                    fmt::format("{} gemm {}x{}x{} {}->{} trans {}{} alpha {} beta {} {}", name(table), s.M, s.N, s.K,
+                    fmt::format("{} gemm {}x{}x{} {}->{} trans {}{} alpha {} beta {} {}", table_name, s.M, s.N, s.K,
                                 dtype_name(dt.in), dtype_name(dt.out), ta == Transpose::yes ? 't' : 'n',
                                 tb == Transpose::yes ? 't' : 'n', ab.alpha, ab.beta, name(layout));
                 const GuardedTensor a_g = guarded_copy(a, layout), b_g = guarded_copy(b, layout);
@@ -195,7 +194,6 @@ TEST(LinearKernels, GemmMatchesRef) {
 }
 
 TEST(LinearKernels, LinearForwardMatchesRef) {
-  const std::vector<const KernelTable*> tables = fast_tables();
   uint64_t seed = 200;
   for (const LinearShape& s : kLinearShapes) {
     for (DType dtype : kFastDTypes) {
@@ -205,9 +203,9 @@ TEST(LinearKernels, LinearForwardMatchesRef) {
         const GuardedTensor expected = output_buffer(TensorView(), {s.N, s.O}, dtype, Layout::contiguous);
         ref::table().linear_forward(x, w, b, expected);
         const Tolerance tol = tolerance(dtype, s.I);
-        for (const KernelTable* table : tables) {
+        for (const auto& [table, table_name] : fast_tables(dtype)) {
           for (Layout layout : kLayouts) {
-            const std::string what = fmt::format("{} linear_forward N={} I={} O={} {} bias={} {}", name(table), s.N,
+            const std::string what = fmt::format("{} linear_forward N={} I={} O={} {} bias={} {}", table_name, s.N,
                                                  s.I, s.O, dtype_name(dtype), with_bias, name(layout));
             const GuardedTensor x_g = guarded_copy(x, layout), w_g = guarded_copy(w, layout);
             const GuardedTensor y = output_buffer(TensorView(), {s.N, s.O}, dtype, layout);
@@ -224,8 +222,6 @@ TEST(LinearKernels, LinearForwardMatchesRef) {
 // The fused residual forward against the composition of unfused ref ops: the f64 ref product of
 // linear_forward, plus the residual, rounded once to the dtype.
 TEST(LinearKernels, LinearResidualForwardMatchesRefComposition) {
-  std::vector<const KernelTable*> tables = fast_tables();
-  tables.push_back(&ref::table());
   uint64_t seed = 250;
   for (const LinearShape& s : kLinearShapes) {
     for (DType dtype : kFastDTypes) {
@@ -237,9 +233,11 @@ TEST(LinearKernels, LinearResidualForwardMatchesRefComposition) {
         for (int64_t o = 0; o < s.O; ++o)
           store_f64(expected, n * s.O + o, load_f64(product, n * s.O + o) + load_f64(resid, n * s.O + o));
       const Tolerance tol = tolerance(dtype, s.I);
-      for (const KernelTable* table : tables) {
+      std::vector<FastTable> tables = fast_tables(dtype);
+      tables.push_back({&ref::table(), "ref"});
+      for (const auto& [table, table_name] : tables) {
         for (Layout layout : kLayouts) {
-          const std::string what = fmt::format("{} linear_residual_forward N={} I={} O={} {} {}", name(table), s.N,
+          const std::string what = fmt::format("{} linear_residual_forward N={} I={} O={} {} {}", table_name, s.N,
                                                s.I, s.O, dtype_name(dtype), name(layout));
           const GuardedTensor x_g = guarded_copy(x, layout), w_g = guarded_copy(w, layout);
           const GuardedTensor resid_g = guarded_copy(resid, layout);
@@ -255,7 +253,6 @@ TEST(LinearKernels, LinearResidualForwardMatchesRefComposition) {
 }
 
 TEST(LinearKernels, LinearDgradMatchesRefInBothModes) {
-  const std::vector<const KernelTable*> tables = fast_tables();
   uint64_t seed = 300;
   for (const LinearShape& s : kLinearShapes) {
     for (DType dtype : kFastDTypes) {
@@ -266,9 +263,9 @@ TEST(LinearKernels, LinearDgradMatchesRefInBothModes) {
         const GuardedTensor expected = output_buffer(dx_init, {s.N, s.I}, dtype, Layout::contiguous);
         ref::table().linear_dgrad(dy, w, expected, mode);
         const Tolerance tol = tolerance(dtype, s.O);
-        for (const KernelTable* table : tables) {
+        for (const auto& [table, table_name] : fast_tables(dtype)) {
           for (Layout layout : kLayouts) {
-            const std::string what = fmt::format("{} linear_dgrad N={} I={} O={} {} {} {}", name(table), s.N, s.I,
+            const std::string what = fmt::format("{} linear_dgrad N={} I={} O={} {} {} {}", table_name, s.N, s.I,
                                                  s.O, dtype_name(dtype), mode == Accumulate::add ? "add" : "overwrite",
                                                  name(layout));
             const GuardedTensor dy_g = guarded_copy(dy, layout), w_g = guarded_copy(w, layout);
@@ -286,7 +283,6 @@ TEST(LinearKernels, LinearDgradMatchesRefInBothModes) {
 // Parameter grads are f32 and either `+=` (accumulate onto non-zero values) or `=` (overwrite: the
 // old values, NaN here, must not be read).
 TEST(LinearKernels, LinearWgradAccumulatesOrOverwritesLikeRef) {
-  const std::vector<const KernelTable*> tables = fast_tables();
   uint64_t seed = 400;
   for (const LinearShape& s : kLinearShapes) {
     for (DType dtype : kFastDTypes) {
@@ -302,10 +298,10 @@ TEST(LinearKernels, LinearWgradAccumulatesOrOverwritesLikeRef) {
               output_buffer(add ? db0.view() : TensorView(), {s.O}, DType::f32, Layout::contiguous);
           ref::table().linear_wgrad(dy, x, dw_expected, with_bias ? db_expected.view() : TensorView(), mode);
           const Tolerance tol = tolerance(DType::f32, s.N);
-          for (const KernelTable* table : tables) {
+          for (const auto& [table, table_name] : fast_tables(dtype)) {
             for (Layout layout : kLayouts) {
               const std::string what =
-                  fmt::format("{} linear_wgrad N={} I={} O={} {} bias={} {} {}", name(table), s.N, s.I, s.O,
+                  fmt::format("{} linear_wgrad N={} I={} O={} {} bias={} {} {}", table_name, s.N, s.I, s.O,
                               dtype_name(dtype), with_bias, add ? "+=" : "=", name(layout));
               const GuardedTensor dy_g = guarded_copy(dy, layout), x_g = guarded_copy(x, layout);
               const GuardedTensor dw = output_buffer(add ? dw0.view() : TensorView(), {s.O, s.I}, DType::f32, layout);
@@ -329,11 +325,14 @@ TEST(LinearKernels, RejectMismatchedShapesAndDtypes) {
   const Tensor a({4, 3}, DType::f32), b({5, 2}, DType::f32), c({4, 2}, DType::f32);
   const Tensor a64({4, 3}, DType::f64), b64({3, 2}, DType::f64), c64({4, 2}, DType::f64);
   const Tensor dy({4, 2}, DType::bf16), x({4, 3}, DType::bf16), dw_bf16({2, 3}, DType::bf16);
-  for (const KernelTable* table : {&ref::table(), fast_tables().back()}) {
-    EXPECT_THROW(table->gemm({}, a, b, c), Error) << name(table) << ": K of a and b differ";
-    EXPECT_THROW(table->linear_wgrad(dy, x, dw_bf16, TensorView(), Accumulate::add), Error) << name(table) << ": dw must be f32";
+  std::vector<FastTable> tables = fast_tables(DType::bf16);
+  tables.push_back({&ref::table(), "ref"});
+  for (const auto& [table, table_name] : tables) {
+    EXPECT_THROW(table->gemm({}, a, b, c), Error) << table_name << ": K of a and b differ";
+    EXPECT_THROW(table->linear_wgrad(dy, x, dw_bf16, TensorView(), Accumulate::add), Error) << table_name << ": dw must be f32";
   }
-  EXPECT_THROW(fast_tables().back()->gemm({}, a64, b64, c64), Error) << "f64 is ref-only";
+  for (const auto& [table, table_name] : fast_tables(DType::f32))
+    EXPECT_THROW(table->gemm({}, a64, b64, c64), Error) << table_name << ": f64 is ref-only";
 }
 
 }  // namespace

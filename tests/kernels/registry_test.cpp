@@ -1,6 +1,16 @@
 #include "kernels/kernel_registry.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/tensor.h"
+#include "kernels/blas_info.h"
 
 namespace rf::kernels {
 namespace {
@@ -49,8 +59,9 @@ TEST(KernelRegistry, F32GemmLibraryChangesOnlyTheF32GemmBackedOps) {
   EXPECT_NE(onednn.table(KernelOp::linear, DType::f32).linear_forward,
             openblas.table(KernelOp::linear, DType::f32).linear_forward);
   EXPECT_EQ(&onednn.table(KernelOp::rmsnorm, DType::f32), &openblas.table(KernelOp::rmsnorm, DType::f32));
-  EXPECT_NE(openblas.describe().find("f32 gemm: openblas"), std::string::npos) << openblas.describe();
+  EXPECT_NE(openblas.describe().find("gemm: f32 on openblas"), std::string::npos) << openblas.describe();
   EXPECT_EQ(parse_gemm_library("openblas"), GemmLibrary::openblas);
+  EXPECT_EQ(parse_gemm_library("ordered"), GemmLibrary::ordered);
   try {
     parse_gemm_library("mkl");
     FAIL() << "expected a ConfigError";
@@ -69,6 +80,66 @@ TEST(KernelRegistry, RejectsBadConfigNamingTheKey) {
   EXPECT_THROW(parse_kernel_variant("cuda"), ConfigError);
   EXPECT_EQ(parse_kernel_variant("cpu_avx2"), KernelVariant::cpu_avx2);
   EXPECT_EQ(parse_kernel_op("logprob"), KernelOp::logprob);
+}
+
+TEST(KernelRegistry, RlforgeMaxCpuIsaCapsTheFeaturesTheRegistrySees) {
+  const CpuFeatures hardware = CpuFeatures::detect();
+  const CpuFeatures avx2 = hardware.capped("avx2"), generic = hardware.capped("generic");
+  EXPECT_FALSE(avx2.avx512f || avx2.avx512_bf16 || avx2.amx_tile);
+  EXPECT_EQ(avx2.avx2, hardware.avx2);
+  EXPECT_FALSE(generic.avx2 || generic.fma || generic.avx512f);
+  EXPECT_NE(avx2.describe().find("[RLFORGE_MAX_CPU_ISA=avx2]"), std::string::npos) << avx2.describe();
+  EXPECT_EQ(KernelRegistry({}, generic).variant(KernelOp::linear, DType::f32), KernelVariant::cpu_generic);
+  if (hardware.avx2 && hardware.fma && hardware.f16c) {
+    EXPECT_EQ(KernelRegistry({}, avx2).variant(KernelOp::linear, DType::f32), KernelVariant::cpu_avx2);
+  }
+  try {
+    (void)hardware.capped("sse4");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "RLFORGE_MAX_CPU_ISA");
+    EXPECT_NE(std::string(e.what()).find("expected generic, avx2 or avx512"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelRegistry, Bf16RunsOnOnednnOnlyWhereItHasABf16Kernel) {
+  const KernelRegistry registry;
+  const GemmLibrary expected = onednn_has_bf16_matmul() ? GemmLibrary::onednn : GemmLibrary::ordered;
+  EXPECT_EQ(registry.gemm_library(DType::bf16), expected);
+  EXPECT_EQ(registry.gemm_library(DType::f32), GemmLibrary::onednn);
+  // And it computes: [1 2; 3 4] [5; 6] = [17; 39], exact in bf16.
+  Tensor a({2, 2}, DType::bf16), b({2, 1}, DType::bf16), c({2, 1}, DType::f32);
+  const float a_values[] = {1, 2, 3, 4}, b_values[] = {5, 6};
+  for (int i = 0; i < 4; ++i) a.data<bf16>()[i] = to_bf16(a_values[i]);
+  for (int i = 0; i < 2; ++i) b.data<bf16>()[i] = to_bf16(b_values[i]);
+  registry.gemm({}, a, b, c);
+  EXPECT_EQ(c.data<float>()[0], 17.0f);
+  EXPECT_EQ(c.data<float>()[1], 39.0f);
+}
+
+// A library failure reaches the user as an rlforge error naming the call and the ISA path, never as the
+// library's own text. Forced here with oneDNN's bf16 matmul below avx512_core, which it does not have:
+// on a CPU where it has one, the test runs itself again with ONEDNN_MAX_CPU_ISA=AVX2.
+TEST(LibraryErrors, AOnednnFailureIsAnRlforgeErrorNamingTheCall) {
+  if (onednn_has_bf16_matmul()) {
+    char self[PATH_MAX] = {};
+    ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+    const std::string command = fmt::format(
+        "ONEDNN_MAX_CPU_ISA=AVX2 '{}' --gtest_filter=LibraryErrors.AOnednnFailureIsAnRlforgeErrorNamingTheCall", self);
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return;
+  }
+  const Tensor a({4, 8}, DType::bf16), b({8, 3}, DType::bf16), c({4, 3}, DType::f32);
+  try {
+    cpu_generic::table().gemm({}, a, b, c);  // the oneDNN table, asked for bf16
+    FAIL() << "expected an rf::Error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("oneDNN matmul failed: 4x3x8 (MxNxK) bf16 x bf16 -> f32, kernel variant cpu_generic, "
+                           "oneDNN isa avx2"),
+              std::string::npos)
+        << message;
+  }
 }
 
 }  // namespace

@@ -17,17 +17,8 @@
 namespace rf::kernels::RF_CPU_NS {
 #include "kernels/variant_ops.h"
 
-// The GEMM-backed ops on a chosen library for f32 products (bf16 always runs on oneDNN): the
-// ops above are the oneDNN instances; openblas_table() swaps in the OpenBLAS ones
-// (KernelConfig::f32_gemm).
-template <GemmLibrary library>
-void gemm_with(const GemmParams& p, TensorView a, TensorView b, TensorView c);
-template <GemmLibrary library>
-void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO);
-template <GemmLibrary library>
-void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO);
-template <GemmLibrary library>
-void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode);
-template <GemmLibrary library>
-void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode);
+// The table with the GEMM-backed ops (gemm, linear) on OpenBLAS for f32, and on the ordered GEMM;
+// table() has them on oneDNN (KernelConfig picks per dtype).
+const KernelTable& openblas_table();
+const KernelTable& ordered_table();
 }  // namespace rf::kernels::RF_CPU_NS

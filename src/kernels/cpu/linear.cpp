@@ -1,10 +1,12 @@
-// Fast GEMM and linear layers on a GEMM library: oneDNN's matmul (onednn_matmul.h) for both dtypes,
-// or, for f32, OpenBLAS's cblas_sgemm (the `_openblas` ops; KernelConfig::f32_gemm picks). oneDNN is
-// the default: on the Zen 4 we measured, its f32 brgemm beats OpenBLAS by 3-5% on the large
-// training shapes and ~20% on small ones (docs/performance.md). Every op is one matrix product on
-// 2-D views whose layout is read from their strides, so the transposes of the linear backward cost
-// nothing. What is ours: the OpenBLAS path's bias add (folded into the GEMM) and the bias-gradient
-// column sum. f64 is not here: the registry sends it to `ref`.
+// Fast GEMM and linear layers on one of three GEMM engines (KernelConfig picks per dtype):
+//  - oneDNN's matmul (onednn_matmul.h), f32 and bf16 where oneDNN has a bf16 kernel (AVX-512 cores);
+//  - OpenBLAS's cblas_sgemm, f32 only (the `_openblas` table);
+//  - the ordered GEMM (ordered_gemm.h), ours: one fixed reduction order per element whatever the
+//    batch, threads or ISA; the batch-invariant registry's GEMM and bf16 on CPUs without AVX-512.
+// Every op is one matrix product on 2-D views whose layout is read from their strides, so the
+// transposes of the linear backward cost nothing. What is ours beyond the ordered GEMM: the OpenBLAS
+// path's bias and residual add (folded into the GEMM as beta = 1) and the bias-gradient column sum.
+// f64 is not here: the registry sends it to `ref`.
 // Legend: N rows (tokens), I in-features, O out-features; a GEMM's operands are a_MK, b_KN, c_MN.
 #include <cblas.h>
 
@@ -14,6 +16,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/ordered_gemm.h"
 #include "kernels/linear_args.h"
 
 namespace rf::kernels::RF_CPU_NS {
@@ -60,16 +63,6 @@ void sgemm(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, float
               b_KN.data<float>(), b.ld, beta, c_MN.data<float>(), c.ld);
 }
 
-// bf16 always runs on oneDNN (OpenBLAS 0.3.21 has no bf16 GEMM that takes our layouts).
-template <GemmLibrary library>
-void matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, float beta) {
-  if (library == GemmLibrary::openblas && a_MK.dtype() == DType::f32) {
-    sgemm(a_MK, b_KN, c_MN, alpha, beta);
-  } else {
-    onednn_matmul(a_MK, b_KN, c_MN, alpha, {.beta = beta});
-  }
-}
-
 // y_NO = b_O on every row. The OpenBLAS forward then accumulates x w^T onto it (beta = 1): this
 // pass replaces the one in which OpenBLAS would zero y for beta = 0, so the bias add is free.
 void broadcast_rows(TensorView b_O, TensorView y_NO) {
@@ -114,55 +107,65 @@ void reduce_bias_grad(TensorView dy_NO, TensorView db_O, Accumulate mode) {
   }
 }
 
+// c_MN = alpha * a_MK b_KN + the epilogue on `library`. OpenBLAS takes f32 only (0.3.21 has no bf16
+// GEMM that takes our layouts; the registry never sends bf16 there) and gets the epilogue as beta = 1
+// over c prefilled with the bias or the addend, which replaces the pass in which it would zero c.
+template <GemmLibrary library>
+void matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, const MatmulEpilogue& epilogue) {
+  if constexpr (library == GemmLibrary::onednn) {
+    onednn_matmul(a_MK, b_KN, c_MN, alpha, epilogue);
+  } else if constexpr (library == GemmLibrary::ordered) {
+    ordered_matmul(a_MK, b_KN, c_MN, alpha, epilogue);
+  } else {
+    RF_CHECK(a_MK.dtype() == DType::f32 && c_MN.dtype() == DType::f32,
+             "gemm on openblas: f32 only, got {} -> {}", dtype_name(a_MK.dtype()), dtype_name(c_MN.dtype()));
+    if (!epilogue.bias_N.empty()) {
+      broadcast_rows(epilogue.bias_N, c_MN);
+      sgemm(a_MK, b_KN, c_MN, alpha, 1.0f);
+    } else if (!epilogue.addend_MN.empty()) {
+      copy_rows(epilogue.addend_MN, c_MN);
+      sgemm(a_MK, b_KN, c_MN, alpha, 1.0f);
+    } else {
+      sgemm(a_MK, b_KN, c_MN, alpha, epilogue.beta);
+    }
+  }
+}
+
 }  // namespace
 
 template <GemmLibrary library>
 void gemm_with(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
   const auto [a_MK, b_KN] = check_gemm_args(p, a, b, c);
   check_dtypes(a.dtype(), b.dtype(), c.dtype(), "gemm");
-  matmul<library>(a_MK, b_KN, c, float(p.alpha), float(p.beta));
+  matmul<library>(a_MK, b_KN, c, float(p.alpha), {.beta = float(p.beta)});
 }
 
 template <GemmLibrary library>
 void linear_forward_with(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) {
   check_linear_forward_args(x_NI, w_OI, b_O, y_NO);
   check_dtypes(x_NI.dtype(), w_OI.dtype(), y_NO.dtype(), "linear_forward");
-  const TensorView w_IO = w_OI.transpose(0, 1);
-  if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
-    onednn_matmul(x_NI, w_IO, y_NO, 1.0f, {.bias_N = b_O});  // bias added in f32 before rounding
-  } else if (b_O.empty()) {
-    sgemm(x_NI, w_IO, y_NO, 1.0f, 0.0f);
-  } else {
-    broadcast_rows(b_O, y_NO);
-    sgemm(x_NI, w_IO, y_NO, 1.0f, 1.0f);
-  }
+  matmul<library>(x_NI, w_OI.transpose(0, 1), y_NO, 1.0f, {.bias_N = b_O});  // bias added in f32 before rounding
 }
 
 template <GemmLibrary library>
 void linear_residual_forward_with(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) {
   check_linear_residual_forward_args(x_NI, w_OI, resid_NO, y_NO);
   check_dtypes(x_NI.dtype(), w_OI.dtype(), y_NO.dtype(), "linear_residual_forward");
-  const TensorView w_IO = w_OI.transpose(0, 1);
-  if (library == GemmLibrary::onednn || x_NI.dtype() == DType::bf16) {
-    onednn_matmul(x_NI, w_IO, y_NO, 1.0f, {.addend_MN = resid_NO});
-  } else {
-    copy_rows(resid_NO, y_NO);
-    sgemm(x_NI, w_IO, y_NO, 1.0f, 1.0f);
-  }
+  matmul<library>(x_NI, w_OI.transpose(0, 1), y_NO, 1.0f, {.addend_MN = resid_NO});
 }
 
 template <GemmLibrary library>
 void linear_dgrad_with(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) {
   check_linear_dgrad_args(dy_NO, w_OI, dx_NI);
   check_dtypes(dy_NO.dtype(), w_OI.dtype(), dx_NI.dtype(), "linear_dgrad");
-  matmul<library>(dy_NO, w_OI, dx_NI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
+  matmul<library>(dy_NO, w_OI, dx_NI, 1.0f, {.beta = mode == Accumulate::add ? 1.0f : 0.0f});
 }
 
 template <GemmLibrary library>
 void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) {
   check_linear_wgrad_args(dy_NO, x_NI, dw_OI, db_O);
   check_dtypes(dy_NO.dtype(), x_NI.dtype(), dw_OI.dtype(), "linear_wgrad");
-  matmul<library>(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, mode == Accumulate::add ? 1.0f : 0.0f);
+  matmul<library>(dy_NO.transpose(0, 1), x_NI, dw_OI, 1.0f, {.beta = mode == Accumulate::add ? 1.0f : 0.0f});
   if (db_O.empty()) return;
   if (dy_NO.dtype() == DType::bf16) {
     reduce_bias_grad<bf16>(dy_NO, db_O, mode);
@@ -171,11 +174,22 @@ void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, Tens
   }
 }
 
-template Gemm gemm_with<GemmLibrary::openblas>;
-template LinearForward linear_forward_with<GemmLibrary::openblas>;
-template LinearResidualForward linear_residual_forward_with<GemmLibrary::openblas>;
-template LinearDgrad linear_dgrad_with<GemmLibrary::openblas>;
-template LinearWgrad linear_wgrad_with<GemmLibrary::openblas>;
+template <GemmLibrary library>
+const KernelTable& table_on() {
+  static const KernelTable kTable = [] {
+    KernelTable t = table();
+    t.gemm = gemm_with<library>;
+    t.linear_forward = linear_forward_with<library>;
+    t.linear_residual_forward = linear_residual_forward_with<library>;
+    t.linear_dgrad = linear_dgrad_with<library>;
+    t.linear_wgrad = linear_wgrad_with<library>;
+    return t;
+  }();
+  return kTable;
+}
+
+const KernelTable& openblas_table() { return table_on<GemmLibrary::openblas>(); }
+const KernelTable& ordered_table() { return table_on<GemmLibrary::ordered>(); }
 
 void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) {
   gemm_with<GemmLibrary::onednn>(p, a, b, c);

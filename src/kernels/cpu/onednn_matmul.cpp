@@ -1,10 +1,14 @@
-// oneDNN matmul behind the bf16 path of the cpu GEMM and linear kernels (see onednn_matmul.h).
+// oneDNN matmul under the cpu GEMM and linear kernels (see onednn_matmul.h).
 #include "kernels/cpu/onednn_matmul.h"
 
 #include <dnnl.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
 #include <unordered_map>
 
 #include "core/element_access.h"
+#include "kernels/blas_info.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -53,12 +57,8 @@ void epilogue_only(const MatmulEpilogue& e, TensorView c_MN) {
   }
 }
 
-}  // namespace
-
-void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, const MatmulEpilogue& epilogue) {
-  const int64_t M = c_MN.size(0), N = c_MN.size(1), K = a_MK.size(1);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return epilogue_only(epilogue, c_MN);
+void execute_matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, const MatmulEpilogue& epilogue) {
+  const int64_t N = c_MN.size(1);
 
   // oneDNN 2.x: output scales multiply the product before post-ops; the sum post-op adds
   // beta * (previous dst) and the binary one the addend, both read in their dtype and added in f32.
@@ -90,6 +90,24 @@ void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alph
   dnnl::stream& stream = cpu_stream();
   dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine)).execute(stream, args);
   stream.wait();
+}
+
+}  // namespace
+
+void onednn_matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, const MatmulEpilogue& epilogue) {
+  const int64_t M = c_MN.size(0), N = c_MN.size(1), K = a_MK.size(1);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return epilogue_only(epilogue, c_MN);
+  // A library failure (no kernel for this ISA and dtype, ...) surfaces naming the call and the ISA path.
+  try {
+    execute_matmul(a_MK, b_KN, c_MN, alpha, epilogue);
+  } catch (const dnnl::error& e) {
+    throw Error(fmt::format("oneDNN matmul failed: {}x{}x{} (MxNxK) {} x {} -> {}, kernel variant {}, oneDNN isa {} "
+                            "(ONEDNN_MAX_CPU_ISA={}): {}",
+                            M, N, K, dtype_name(a_MK.dtype()), dtype_name(b_KN.dtype()), dtype_name(c_MN.dtype()),
+                            kernel_variant_name(KernelVariant::RF_CPU_NS), onednn_isa_name(),
+                            std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "unset", e.what()));
+  }
 }
 
 }  // namespace rf::kernels::RF_CPU_NS
