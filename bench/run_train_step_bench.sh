@@ -8,7 +8,8 @@
 # native kernels). Ours runs on 2 threads; the PyTorch baseline is the better of 1 and 2 threads.
 #   usage: bench/run_train_step_bench.sh          (build first: ninja -C build/release train_step_bench)
 #   env:   BUILD_DIR (default build/release), LARGE_STEPS (default 5), TINY_STEPS (default 10),
-#          QUIET_WAIT_S (default 600: how long each case may wait for a quiet machine)
+#          QUIET_WAIT_S (default 600: how long each case may wait for a quiet machine), MAX_SPREAD,
+#          CORETYPES (default "<OPENBLAS_CORETYPE or Haswell> native": the OpenBLAS settings to run)
 # Output, per case and OPENBLAS_CORETYPE setting:
 #   RESULT train_step/<config>/<dtype>/coretype=<c> ours=<tok/s> baseline=<tok/s> ratio=<ours/baseline>
 #   MFU train_step/<config>/<dtype>/coretype=<c> ours=<mfu> baseline=<mfu> peak_gflops=<p>
@@ -19,7 +20,12 @@
 #   RESULT attention <fwd|bwd> <dtype> <packed|unpacked> ... fused_ms=.. ref_ms=.. ratio_vs_ref=.. %gemm_peak=..
 # Before each case the script waits (up to QUIET_WAIT_S) until the 1-minute load is below 1.5 and
 # nothing else is runnable for 3 s, and prints the load it started at: a 2-thread OpenMP run sharing
-# a core with another process slows down several-fold, which would make the ratio meaningless.
+# a core with another process slows down several-fold, which would make the ratio meaningless. After
+# it, a case whose timed steps spread by more than MAX_SPREAD (default 0.15: (slowest - fastest) /
+# median, ours or PyTorch's at the thread count quoted) was disturbed: it is run again, up to 3 times,
+# and then reported as `REFUSED <case> spread ...` with no ratio.
+# The environment picks the CPU the run sees: RLFORGE_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 (with
+# OPENBLAS_CORETYPE=Haswell) measures what an AVX2-only CPU would run.
 # MFU for both uses the FLOPs per token and the f32 GEMM peak (best of OpenBLAS and oneDNN, 2048^3)
 # that our binary measures in the same environment. PyTorch is Debian's python3-torch, importable
 # from /usr/bin/python3 only; it is installed here when missing.
@@ -53,7 +59,19 @@ field() {
 
 source "$(dirname "$0")/quiet_machine.sh"
 
+max_spread=${MAX_SPREAD:-0.15}
+
 run_case() {
+  local attempt
+  for attempt in 1 2 3; do
+    run_case_once "$@" && return 0
+    echo "# $4 $1 $2: attempt $attempt disturbed (step spread above $max_spread)"
+  done
+  echo "REFUSED train_step/$1/$2/coretype=$4 spread above $max_spread in 3 attempts: no ratio quoted"
+}
+
+# Runs one case; returns 1 (printing no RESULT) when either side's steps spread too widely.
+run_case_once() {
   local config=$1 dtype=$2 steps=$3 coretype=$4
   local name=train_step/$config/$dtype/coretype=$coretype
   local ours theirs
@@ -74,6 +92,17 @@ run_case() {
   t2=$(field "$theirs" "torch_train_step .* threads=2 " tok_s)
   attention=$(field "$theirs" torch_train_step attention)
   best=$(awk -v a="$t1" -v b="$t2" 'BEGIN { print (a > b ? a : b) }')
+  local ours_spread their_spread
+  ours_spread=$(field "$ours" train_step spread)
+  if awk -v a="$t1" -v b="$t2" 'BEGIN { exit !(a > b) }'; then
+    their_spread=$(field "$theirs" "torch_train_step .* threads=1 " spread)
+  else
+    their_spread=$(field "$theirs" "torch_train_step .* threads=2 " spread)
+  fi
+  echo "# $name: spread ours=$ours_spread torch=$their_spread"
+  if awk -v a="$ours_spread" -v b="$their_spread" -v m="$max_spread" 'BEGIN { exit !(a > m || b > m) }'; then
+    return 1
+  fi
   awk -v n="$name" -v o="$ours_tok" -v b="$best" -v f="$flops" -v p="$peak" 'BEGIN {
     printf "RESULT %s ours=%.1f baseline=%.1f ratio=%.3f\n", n, o, b, o / b
     printf "MFU %s ours=%.4f baseline=%.4f peak_gflops=%.1f\n", n, o * f / (p * 1e9), b * f / (p * 1e9), p
@@ -81,7 +110,7 @@ run_case() {
   echo "BASELINE $name threads1=$t1 threads2=$t2 attention=$attention"
 }
 
-for coretype in "$env_coretype" native; do
+for coretype in ${CORETYPES:-$env_coretype native}; do
   run_case large f32 "$large_steps" "$coretype"
   run_case large bf16 "$large_steps" "$coretype"
   run_case tiny f32 "$tiny_steps" "$coretype"

@@ -11,7 +11,7 @@ torch.autocast("cpu", torch.bfloat16) over forward and loss: bf16 compute, f32 w
 After 2 warm-up steps, --steps steps are timed one by one; tok/s = B*T / the median step time.
 Each thread count in --threads runs on a fresh model, one line each:
     torch_train_step config=<c> dtype=<d> threads=<n> attention=<sdpa|masked_softmax> tokens=<B*T>
-        step_ms=<median> tok_s=<r> flops_per_token=<f>
+        step_ms=<median> tok_s=<r> flops_per_token=<f> spread=<(slowest - fastest step) / median>
 Not here: the GEMM peak (the shell script takes it from our binary, measured in the same run).
 Legend: B rows, T tokens per row, C hidden, F FFN, V vocab, L layers, H heads, K kv heads, D head dim.
 """
@@ -159,7 +159,8 @@ def run(config, dtype, num_steps, threads):
     tokens = s["B"] * s["T"]
     print(f"torch_train_step config={config} dtype={dtype} threads={threads} "
           f"attention={'sdpa' if HAS_SDPA else 'masked_softmax'} tokens={tokens} step_ms={median * 1e3:.1f} "
-          f"tok_s={tokens / median:.1f} flops_per_token={flops_per_token(**s)}", flush=True)
+          f"tok_s={tokens / median:.1f} flops_per_token={flops_per_token(**s)} "
+          f"spread={(max(times) - min(times)) / median:.3f}", flush=True)
 
 
 def main():

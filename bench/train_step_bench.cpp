@@ -6,12 +6,12 @@
 // A step is forward + backward + AdamW on B rows of T random tokens (each row one document). After
 // kWarmupSteps steps, `--steps` steps are timed one by one; tok/s = B*T / the median step time.
 // MFU = FLOPs / (step time x peak), with FLOPs per token = 6 x matmul params + 6 L T C (causal
-// attention: QK^T and PV, forward and backward), and peak = the better of OpenBLAS's and oneDNN's
-// f32 GEMM on a 2048^3 product measured in this process. bf16 runs are measured against the same
+// attention: QK^T and PV, forward and backward), and peak = the best of oneDNN's, OpenBLAS's and the
+// ordered f32 GEMM on a 2048^3 product measured in this process. bf16 runs are measured against the same
 // f32 peak, so their MFU says how far bf16 gets past what f32 GEMMs can do.
 // Output: `peak ...` lines, one `step <i> ms=<t>` line per timed step, then the summary
 //   train_step config=<c> dtype=<d> threads=<n> tokens=<B*T> step_ms=<median> tok_s=<r>
-//     flops_per_token=<f> peak_gflops=<p> mfu=<m>
+//     flops_per_token=<f> peak_gflops=<p> mfu=<m> spread=<(slowest - fastest step) / median>
 // Not here: data loading and tokenization (the same random batch runs every step), evaluation,
 // checkpointing.
 // Legend: B rows, T tokens per row, N = B*T tokens, C hidden, F FFN, V vocab, L layers, H heads,
@@ -29,6 +29,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "engine/train_engine.h"
+#include "kernels/gemm_choice.h"
 #include "kernels/gemm_peak.h"
 #include "train_step_setup.h"
 
@@ -101,7 +102,7 @@ BenchOptions parse_options(int argc, char** argv) {
 
 void run(const BenchOptions& options) {
   const rf::ThreadPool pool(options.num_threads);
-  const rf::kernels::KernelRegistry kernels;
+  const rf::kernels::KernelRegistry kernels(rf::kernels::run_kernel_config(false));  // the engines rlforge sft picks
   print_comment(pool.describe());
   print_comment(kernels.describe());
 
@@ -122,8 +123,8 @@ void run(const BenchOptions& options) {
               long(engine.num_parameters()), long(shape.B), long(shape.T));
 
   const rf::kernels::GemmPeak peak = rf::kernels::measure_gemm_peak(DType::f32);
-  std::printf("peak f32 2048x2048x2048 openblas=%.1f onednn=%.1f best=%.1f GFLOP/s\n", peak.openblas_gflops,
-              peak.onednn_gflops, peak.best());
+  std::printf("peak f32 2048x2048x2048 openblas=%.1f onednn=%.1f ordered=%.1f best=%.1f GFLOP/s\n",
+              peak.openblas_gflops, peak.onednn_gflops, peak.ordered_gflops, peak.best());
 
   std::vector<rf::engine::TensorMap> micro_batches;
   micro_batches.push_back(rf::bench::random_rows(shape, 0, shape.B));
@@ -146,10 +147,13 @@ void run(const BenchOptions& options) {
   const double median = times.size() % 2 ? times[mid] : 0.5 * (times[mid - 1] + times[mid]);
   const double tok_s = double(N) / median;
   const double flops = flops_per_token(config, shape.T);
+  // How far the slowest timed step is from the fastest, relative to the median: a wide spread means
+  // the machine was busy, and run_train_step_bench.sh refuses to quote the ratio.
+  const double spread = (times.back() - times.front()) / median;
   std::printf("train_step config=%s dtype=%s threads=%d tokens=%ld step_ms=%.1f tok_s=%.1f flops_per_token=%.0f "
-              "peak_gflops=%.1f mfu=%.4f\n",
+              "peak_gflops=%.1f mfu=%.4f spread=%.3f\n",
               options.config.c_str(), options.dtype.c_str(), pool.num_threads(), long(N), median * 1e3, tok_s, flops,
-              peak.best(), tok_s * flops / (peak.best() * 1e9));
+              peak.best(), tok_s * flops / (peak.best() * 1e9), spread);
   std::printf("# memory %s\n", tracker.summary().c_str());
 }
 

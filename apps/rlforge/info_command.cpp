@@ -1,9 +1,11 @@
 // `rlforge info`: what this machine and build will run on (CPU features, the kernel variant picked
-// per op, the BLAS and oneDNN in use, the thread pool).
+// per op, the GEMM engine per dtype and size class with the measurement that chose it, the BLAS and
+// oneDNN in use, the thread pool).
 #include <cstdio>
 
 #include "apps/rlforge/commands.h"
 #include "core/thread_pool.h"
+#include "kernels/gemm_choice.h"
 #include "kernels/kernel_registry.h"
 
 namespace rf::apps {
@@ -16,8 +18,12 @@ Command add_info_command(CLI::App& app) {
   cmd->add_option("--optimization-level", *level, "0: ref kernels only; 1: fast kernels");
   return [threads, level] {
     const ThreadPool pool(*threads);
-    const kernels::KernelRegistry registry(kernels::KernelConfig{.optimization_level = *level});
-    std::printf("%s\n%s\n", pool.describe().c_str(), registry.describe().c_str());
+    const std::filesystem::path cache = kernels::default_gemm_choice_folder();
+    const kernels::GemmChoice choice = kernels::cached_gemm_choice(cache);
+    const kernels::KernelRegistry registry(kernels::KernelConfig{
+        .optimization_level = *level, .f32_gemm = choice.many_rows, .f32_gemm_few_rows = choice.few_rows});
+    std::printf("%s\n%s\nf32 gemm choice (measured once per CPU, cached in %s): %s\n", pool.describe().c_str(),
+                registry.describe().c_str(), cache.c_str(), choice.measurements.c_str());
     return 0;
   };
 }

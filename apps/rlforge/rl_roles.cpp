@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/index_permutation.h"
+#include "kernels/gemm_choice.h"
 #include "engine/offload_set.h"
 #include "model/hf_folder.h"
 #include "rl/agg_loss.h"
@@ -69,12 +70,6 @@ template <class Role>
 dist::ParallelContext role_context(const engine::EngineConfig& layout, Role& role) {
   if (!role.member()) return dist::ParallelContext::single_process();
   return make_parallel_context(layout, role.group());
-}
-
-kernels::KernelConfig kernel_config(bool batch_invariant) {
-  kernels::KernelConfig c;
-  c.batch_invariant = batch_invariant;
-  return c;
 }
 
 rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
@@ -263,8 +258,8 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
       reward_model_parallel_(config.reward_model.enable ? role_context(config.reward_model.megatron, reward_model_role_)
                                                         : dist::ParallelContext::single_process()),
       // Deterministic mode: every path batch-invariant (the rollout's always is).
-      kernels_(kernel_config(config.trainer.deterministic)),
-      rollout_kernels_(kernel_config(true)),
+      kernels_(kernels::run_kernel_config(config.trainer.deterministic)),
+      rollout_kernels_(kernels::run_kernel_config(true)),
       actor_loss_(actor_loss_config(config)),
       uses_ref_(config.actor_rollout_ref.actor.use_kl_loss || config.algorithm.use_kl_in_reward) {
   const ActorSection& a = config.actor_rollout_ref.actor;

@@ -24,6 +24,7 @@
 #include "engine/hf_checkpoint.h"
 #include "engine/train_engine.h"
 #include "formats/atomic_file.h"
+#include "kernels/gemm_choice.h"
 #include "kernels/gemm_peak.h"
 
 namespace rf::apps {
@@ -161,7 +162,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
   // Every rank trains; rank 0 of the world alone writes the run folder, the metrics and the console.
   const bool lead = world.rank() == 0;
   const ThreadPool pool(trainer.num_threads);
-  const kernels::KernelRegistry kernels;
+  const kernels::KernelRegistry kernels(kernels::run_kernel_config(false));
   if (lead) {
     core::log_info("{}", pool.describe());
     core::log_info("{}", kernels.describe());

@@ -6,6 +6,8 @@
 
 namespace rf::kernels {
 
+std::string blas_core_name() { return openblas_get_corename(); }
+
 std::string onednn_isa_name() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41: return "sse41";

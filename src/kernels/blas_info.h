@@ -7,6 +7,9 @@ namespace rf::kernels {
 
 std::string blas_info();  // "OpenBLAS 0.3.21 (OpenMP, core Haswell); oneDNN 2.6.3 (cpu isa avx512_core_bf16)"
 
+// OpenBLAS's kernel set ("Haswell", "SkylakeX", ...): what OPENBLAS_CORETYPE and the CPU leave it.
+std::string blas_core_name();
+
 // oneDNN's effective ISA ("avx2", "avx512_core_amx", ...): what ONEDNN_MAX_CPU_ISA and the CPU leave it.
 std::string onednn_isa_name();
 

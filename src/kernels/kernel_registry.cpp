@@ -72,6 +72,7 @@ bool variant_supports(KernelVariant variant, DType dtype) {
 KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
     : features_(features),
       f32_gemm_(config.batch_invariant ? GemmLibrary::ordered : config.f32_gemm),
+      f32_gemm_few_rows_(config.batch_invariant ? GemmLibrary::ordered : config.f32_gemm_few_rows.value_or(config.f32_gemm)),
       bf16_gemm_(config.batch_invariant || !onednn_has_bf16_matmul() ? GemmLibrary::ordered : GemmLibrary::onednn),
       batch_invariant_(config.batch_invariant) {
   if (config.optimization_level < 0 || config.optimization_level > 2)
@@ -111,6 +112,8 @@ KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
           &table_of(variant_supports(wanted, DType(d)) ? wanted : KernelVariant::ref, library);
     }
   }
+  few_rows_f32_[0] = &table_of(per_op[size_t(KernelOp::gemm)], f32_gemm_few_rows_);
+  few_rows_f32_[1] = &table_of(per_op[size_t(KernelOp::linear)], f32_gemm_few_rows_);
 }
 
 bool KernelRegistry::can_run(KernelVariant variant) const {
@@ -163,9 +166,12 @@ std::string KernelRegistry::describe() const {
   const std::string bf16_why = bf16_gemm_ == GemmLibrary::onednn ? ""
                                : batch_invariant_                ? ""
                                                                  : " (oneDNN has no bf16 kernel below avx512_core)";
-  return fmt::format("cpu: {}\nkernels f32: {}\nkernels bf16: {}\ngemm: f32 on {}, bf16 on {}{}{}\nblas: {}",
+  const std::string few_rows = f32_gemm_few_rows_ == f32_gemm_
+                                   ? ""
+                                   : fmt::format(" ({} at <= {} rows)", gemm_library_name(f32_gemm_few_rows_), kFewRows);
+  return fmt::format("cpu: {}\nkernels f32: {}\nkernels bf16: {}\ngemm: f32 on {}{}, bf16 on {}{}{}\nblas: {}",
                      features_.describe(), ops_of(DType::f32), ops_of(DType::bf16), gemm_library_name(f32_gemm_),
-                     gemm_library_name(bf16_gemm_), bf16_why, batch_invariant_ ? " (batch-invariant)" : "",
+                     few_rows, gemm_library_name(bf16_gemm_), bf16_why, batch_invariant_ ? " (batch-invariant)" : "",
                      blas_info());
 }
 

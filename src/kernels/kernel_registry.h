@@ -6,8 +6,9 @@
 //  - `force_variant` pins every op to one variant (an error if this CPU cannot run it);
 //    `overrides` pin single ops, e.g. {attention -> ref} to bisect a numerics question.
 //  - The GEMM-backed ops (gemm, linear) of the cpu variants run on one GEMM engine per dtype:
-//    f32 on `f32_gemm`; bf16 on oneDNN where oneDNN has a bf16 kernel (avx512_core and up), else on
-//    the ordered GEMM (ours), so bf16 runs on every x86-64 CPU.
+//    f32 on `f32_gemm` (on `f32_gemm_few_rows` for calls of at most kFewRows rows, when set; the apps
+//    set both from gemm_choice.h's measurement); bf16 on oneDNN where oneDNN has a bf16 kernel
+//    (avx512_core and up), else on the ordered GEMM (ours), so bf16 runs on every x86-64 CPU.
 //  - `batch_invariant` makes every op compute each row independently of the other rows of its call
 //    (the rollout path, issue #7): the GEMM-backed ops then run on the ordered GEMM in both dtypes,
 //    whatever `f32_gemm` says, since its reduction order is fixed by construction (a row's bits do not
@@ -34,6 +35,7 @@ struct KernelConfig {
   std::optional<KernelVariant> force_variant;
   std::vector<std::pair<KernelOp, KernelVariant>> overrides;
   GemmLibrary f32_gemm = GemmLibrary::onednn;
+  std::optional<GemmLibrary> f32_gemm_few_rows;  // unset: f32_gemm
   bool batch_invariant = false;
 };
 
@@ -45,8 +47,14 @@ class KernelRegistry {
   KernelVariant variant(KernelOp op, DType dtype) const { return table(op, dtype).variant; }
   const CpuFeatures& cpu_features() const { return features_; }
   bool batch_invariant() const { return batch_invariant_; }
-  // The engine under the GEMM-backed ops of the cpu variants for `dtype` (f32 or bf16).
-  GemmLibrary gemm_library(DType dtype) const { return dtype == DType::bf16 ? bf16_gemm_ : f32_gemm_; }
+  // The engine under the GEMM-backed ops of the cpu variants for `dtype` (f32 or bf16) and calls of `rows`.
+  GemmLibrary gemm_library(DType dtype, int64_t rows = kFewRows + 1) const {
+    return dtype == DType::bf16 ? bf16_gemm_ : rows <= kFewRows ? f32_gemm_few_rows_ : f32_gemm_;
+  }
+  // The table of a GEMM-backed op (gemm, linear) for a call of `rows` rows (tokens).
+  const KernelTable& gemm_table(KernelOp op, DType dtype, int64_t rows) const {
+    return rows <= kFewRows && dtype == DType::f32 ? *few_rows_f32_[op == KernelOp::gemm ? 0 : 1] : table(op, dtype);
+  }
   // Whether this CPU can run `variant` (ref and cpu_generic always can).
   bool can_run(KernelVariant variant) const;
   // The start-up lines: CPU features, the variant picked per op and the GEMM engine per dtype, the
@@ -60,19 +68,19 @@ class KernelRegistry {
     table(KernelOp::embedding, dout_NC.dtype()).embedding_backward(p, ids_N, dout_NC, dtable_VC);
   }
   void gemm(const GemmParams& p, TensorView a, TensorView b, TensorView c) const {
-    table(KernelOp::gemm, a.dtype()).gemm(p, a, b, c);
+    gemm_table(KernelOp::gemm, a.dtype(), c.size(0)).gemm(p, a, b, c);
   }
   void linear_forward(TensorView x_NI, TensorView w_OI, TensorView b_O, TensorView y_NO) const {
-    table(KernelOp::linear, x_NI.dtype()).linear_forward(x_NI, w_OI, b_O, y_NO);
+    gemm_table(KernelOp::linear, x_NI.dtype(), x_NI.size(0)).linear_forward(x_NI, w_OI, b_O, y_NO);
   }
   void linear_residual_forward(TensorView x_NI, TensorView w_OI, TensorView resid_NO, TensorView y_NO) const {
-    table(KernelOp::linear, x_NI.dtype()).linear_residual_forward(x_NI, w_OI, resid_NO, y_NO);
+    gemm_table(KernelOp::linear, x_NI.dtype(), x_NI.size(0)).linear_residual_forward(x_NI, w_OI, resid_NO, y_NO);
   }
   void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulate mode) const {
-    table(KernelOp::linear, dy_NO.dtype()).linear_dgrad(dy_NO, w_OI, dx_NI, mode);
+    gemm_table(KernelOp::linear, dy_NO.dtype(), dy_NO.size(0)).linear_dgrad(dy_NO, w_OI, dx_NI, mode);
   }
   void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) const {
-    table(KernelOp::linear, dy_NO.dtype()).linear_wgrad(dy_NO, x_NI, dw_OI, db_O, mode);
+    gemm_table(KernelOp::linear, dy_NO.dtype(), dy_NO.size(0)).linear_wgrad(dy_NO, x_NI, dw_OI, db_O, mode);
   }
   void rmsnorm_forward(const RmsNormParams& p, TensorView x_NC, TensorView w_C, TensorView y_NC,
                        RmsNormSaved& saved) const {
@@ -137,9 +145,11 @@ class KernelRegistry {
 
   CpuFeatures features_;
   GemmLibrary f32_gemm_;
+  GemmLibrary f32_gemm_few_rows_;
   GemmLibrary bf16_gemm_;
   bool batch_invariant_;
   std::array<std::array<const KernelTable*, kNumDTypes>, kNumKernelOps> choice_{};
+  std::array<const KernelTable*, 2> few_rows_f32_{};  // gemm, linear: f32 calls of at most kFewRows rows
 };
 
 }  // namespace rf::kernels

@@ -43,6 +43,8 @@ inline constexpr int kNumKernelOps = 11;
 // only), or the ordered GEMM (ours, cpu/ordered_gemm.h: one reduction order per element whatever the
 // batch, threads or ISA).
 enum class GemmLibrary : uint8_t { onednn, openblas, ordered };
+// The size classes the f32 engine may differ by: calls with at most this many rows (tokens) and more.
+inline constexpr int64_t kFewRows = 64;
 
 std::string_view kernel_variant_name(KernelVariant variant);
 std::string_view gemm_library_name(GemmLibrary library);

@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +15,8 @@
 
 #include "core/tensor.h"
 #include "kernels/blas_info.h"
+#include "kernels/gemm_choice.h"
+#include "support/scratch_folder.h"
 
 namespace rf::kernels {
 namespace {
@@ -115,6 +121,44 @@ TEST(KernelRegistry, Bf16RunsOnOnednnOnlyWhereItHasABf16Kernel) {
   registry.gemm({}, a, b, c);
   EXPECT_EQ(c.data<float>()[0], 17.0f);
   EXPECT_EQ(c.data<float>()[1], 39.0f);
+}
+
+TEST(KernelRegistry, F32CallsOfFewRowsRunOnTheirOwnEngine) {
+  const KernelRegistry registry(KernelConfig{.f32_gemm = GemmLibrary::openblas, .f32_gemm_few_rows = GemmLibrary::ordered});
+  const KernelRegistry openblas(KernelConfig{.f32_gemm = GemmLibrary::openblas});
+  const KernelRegistry ordered(KernelConfig{.f32_gemm = GemmLibrary::ordered});
+  EXPECT_EQ(registry.gemm_library(DType::f32, kFewRows), GemmLibrary::ordered);
+  EXPECT_EQ(registry.gemm_library(DType::f32, kFewRows + 1), GemmLibrary::openblas);
+  EXPECT_EQ(registry.gemm_table(KernelOp::linear, DType::f32, 1).linear_forward,
+            ordered.table(KernelOp::linear, DType::f32).linear_forward);
+  EXPECT_EQ(registry.gemm_table(KernelOp::linear, DType::f32, 1000).linear_forward,
+            openblas.table(KernelOp::linear, DType::f32).linear_forward);
+  EXPECT_EQ(&registry.gemm_table(KernelOp::linear, DType::bf16, 1), &registry.table(KernelOp::linear, DType::bf16));
+  EXPECT_NE(registry.describe().find("gemm: f32 on openblas (ordered at <= 64 rows)"), std::string::npos)
+      << registry.describe();
+}
+
+// The choice is measured once, published as a file named by this CPU's key, and read back after; a
+// corrupt file is measured again.
+class GemmChoiceCache : public rf::testing::ScratchFolderTest {};
+
+TEST_F(GemmChoiceCache, IsMeasuredOnceCachedPerCpuAndReadBack) {
+  const std::filesystem::path folder = dir_;
+  const GemmChoice first = cached_gemm_choice(folder);
+  EXPECT_NE(first.measurements.find("many rows: onednn"), std::string::npos) << first.measurements;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) files.push_back(entry.path());
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0]);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(gemm_choice_key()), std::string::npos) << text;
+  const GemmChoice second = cached_gemm_choice(folder);  // read, not measured: the same text
+  EXPECT_EQ(second.measurements, first.measurements);
+  EXPECT_EQ(second.many_rows, first.many_rows);
+  EXPECT_EQ(second.few_rows, first.few_rows);
+  std::ofstream(files[0]) << "{ not json";
+  const GemmChoice third = cached_gemm_choice(folder);
+  EXPECT_FALSE(third.measurements.empty());
 }
 
 // A library failure reaches the user as an rlforge error naming the call and the ISA path, never as the
