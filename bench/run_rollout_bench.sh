@@ -19,7 +19,10 @@
 #     continuous_vs_padded_static=.. seats128_/seats32_continuous_vs_padded_static=.. (target 1.3: against
 #     static batching as PyTorch runs it, finished rows computed) prefix_sharing_on_vs_off=..
 # and the load before and after each program (a 2-thread OpenMP run sharing a core with another
-# process slows down several-fold: each program waits for a quiet machine first).
+# process slows down several-fold: each program waits for a quiet machine first). The headline pair
+# (continuous and PyTorch) runs a second round; when either side's two rounds differ by more than
+# MAX_SPREAD (default 0.10, relative to the slower) the machine was busy, and the line reads
+# `REFUSED rollout/<dtype> continuous_vs_torch: rounds differ by ...` instead of quoting that ratio.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +47,12 @@ source "$(dirname "$0")/quiet_machine.sh"
 # tok_s of the RESULT line named $2 in $1 ("" when absent).
 tok_s() {
   grep -m1 "^RESULT $2 " <<<"$1" | tr ' ' '\n' | sed -n 's/^tok_s=//p'
+}
+
+# |a - b| / min(a, b) of two rounds' tok/s ("n/a" when one is missing).
+spread() {
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || a == 0 || b == 0) print "n/a";
+    else printf "%.3f", (a > b ? a - b : b - a) / (a < b ? a : b) }'
 }
 
 ratio() {
@@ -71,6 +80,15 @@ for dtype in f32 bf16; do
   torch=$(tok_s "$theirs" "torch_rollout/$dtype")
   torch_native=$(tok_s "$native" "torch_rollout/$dtype/coretype=native")
   continuous=$(tok_s "$ours" "rollout/$dtype/continuous")
+  ours2=$(run_quiet "$ours_bin" --dtype "$dtype" --variants continuous --threads 2)
+  theirs2=$(run_quiet "$python" "$torch_script" --dtype "$dtype" --threads 2 2>&1 | grep -v Warning)
+  ours_spread=$(spread "$continuous" "$(tok_s "$ours2" "rollout/$dtype/continuous")")
+  torch_spread=$(spread "$torch" "$(tok_s "$theirs2" "torch_rollout/$dtype")")
+  echo "# rollout/$dtype: rounds differ by ours=$ours_spread torch=$torch_spread"
+  if awk -v a="$ours_spread" -v b="$torch_spread" -v m="${MAX_SPREAD:-0.10}" 'BEGIN { exit !(a == "n/a" || b == "n/a" || a > m || b > m) }'; then
+    echo "REFUSED rollout/$dtype continuous_vs_torch: rounds differ by ours=$ours_spread torch=$torch_spread"
+    torch=""  # no ratio against a disturbed baseline
+  fi
   static=$(tok_s "$ours" "rollout/$dtype/static")
   echo "RATIO rollout/$dtype continuous_vs_torch=$(ratio "$continuous" "$torch")" \
     "continuous_vs_torch_native_openblas=$(ratio "$continuous" "$torch_native")" \
