@@ -118,6 +118,9 @@ GemmChoice cached_gemm_choice(const std::filesystem::path& folder) {
   const std::string key = gemm_choice_key();
   const std::filesystem::path file = folder / file_name_of(key);
   if (std::optional<GemmChoice> cached = read_choice(file, key)) return *cached;
+  // A file there that did not read (corrupt, or another key's) is replaced by this measurement.
+  std::error_code ignored;
+  std::filesystem::remove(file, ignored);
   GemmChoice choice = measure_gemm_choice();
   const nlohmann::json j = {{"key", key},
                             {"few_rows", std::string(gemm_library_name(choice.few_rows))},
@@ -133,7 +136,6 @@ GemmChoice cached_gemm_choice(const std::filesystem::path& folder) {
     out << j.dump(1) << "\n";
   }
   std::filesystem::create_hard_link(temp, file, error);
-  std::error_code ignored;
   std::filesystem::remove(temp, ignored);
   if (!error) return choice;
   if (std::filesystem::exists(file, ignored)) return read_choice(file, key).value_or(choice);

@@ -29,7 +29,7 @@ std::string gemm_choice_key();
 
 // The choice for gemm_choice_key() from `folder` (one small JSON file per key), measured and published
 // when it is not there yet (the first process to publish wins; the others take its choice). An
-// unreadable file is measured again.
+// unreadable file is measured again and replaced.
 GemmChoice cached_gemm_choice(const std::filesystem::path& folder);
 
 // The kernel configuration of a command's engines: batch-invariant (the ordered GEMM runs whatever is

@@ -163,9 +163,8 @@ std::string KernelRegistry::describe() const {
                          kernel_variant_name(choice_[size_t(op)][size_t(dtype)]->variant));
     return ops;
   };
-  const std::string bf16_why = bf16_gemm_ == GemmLibrary::onednn ? ""
-                               : batch_invariant_                ? ""
-                                                                 : " (oneDNN has no bf16 kernel below avx512_core)";
+  const bool bf16_without_onednn = bf16_gemm_ == GemmLibrary::ordered && !batch_invariant_;
+  const std::string bf16_why = bf16_without_onednn ? " (oneDNN has no bf16 kernel below avx512_core)" : "";
   const std::string few_rows = f32_gemm_few_rows_ == f32_gemm_
                                    ? ""
                                    : fmt::format(" ({} at <= {} rows)", gemm_library_name(f32_gemm_few_rows_), kFewRows);

@@ -157,8 +157,10 @@ TEST_F(GemmChoiceCache, IsMeasuredOnceCachedPerCpuAndReadBack) {
   EXPECT_EQ(second.many_rows, first.many_rows);
   EXPECT_EQ(second.few_rows, first.few_rows);
   std::ofstream(files[0]) << "{ not json";
-  const GemmChoice third = cached_gemm_choice(folder);
+  const GemmChoice third = cached_gemm_choice(folder);  // measured again, and the file replaced
+  const GemmChoice fourth = cached_gemm_choice(folder);
   EXPECT_FALSE(third.measurements.empty());
+  EXPECT_EQ(fourth.measurements, third.measurements);
 }
 
 // A library failure reaches the user as an rlforge error naming the call and the ISA path, never as the

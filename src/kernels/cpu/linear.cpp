@@ -119,6 +119,8 @@ void matmul(TensorView a_MK, TensorView b_KN, TensorView c_MN, float alpha, cons
   } else {
     RF_CHECK(a_MK.dtype() == DType::f32 && c_MN.dtype() == DType::f32,
              "gemm on openblas: f32 only, got {} -> {}", dtype_name(a_MK.dtype()), dtype_name(c_MN.dtype()));
+    const int terms = int(!epilogue.bias_N.empty()) + int(!epilogue.addend_MN.empty()) + int(epilogue.beta != 0.0f);
+    RF_CHECK(terms <= 1, "gemm on openblas: at most one of bias, addend and beta, got {}", terms);
     if (!epilogue.bias_N.empty()) {
       broadcast_rows(epilogue.bias_N, c_MN);
       sgemm(a_MK, b_KN, c_MN, alpha, 1.0f);
