@@ -25,9 +25,11 @@ small=(actor_rollout_ref.model.path="$warm" reward_model.enable=true reward_mode
        data.val_size=200 trainer.val_before_train=true trainer.save_freq=-1 trainer.time_budget_s=null
        actor_rollout_ref.actor.optim.lr_warmup_steps=0)
 
-# 1. The reward model drives the run.
+# 1. The reward model drives the run. At the main job's lr (3e-4) a random reward model's score moves by
+#    ~0.005 in 30 steps, the size of one outlier response in a batch of 64: whether it rose depended on the
+#    warm start's bits (CI's AVX2 pass fell 0.1789 -> 0.1752). At 1e-3 it rises by ~0.02 from either warm start.
 "$RLFORGE" train --config examples/grpo_arith.yaml "${small[@]}" trainer.total_training_steps=$steps \
-  trainer.test_freq=$steps trainer.default_local_dir="$SCRATCH/rm_run" > "$SCRATCH/rm_run.log" 2>&1 ||
+  actor_rollout_ref.actor.optim.lr=1e-3 trainer.test_freq=$steps trainer.default_local_dir="$SCRATCH/rm_run" > "$SCRATCH/rm_run.log" 2>&1 ||
   { tail -20 "$SCRATCH/rm_run.log"; fail "rlforge train with a reward model failed"; }
 python3 - "$SCRATCH/rm_run/metrics.jsonl" "$steps" <<'PY'
 import json, sys
@@ -43,8 +45,9 @@ start, end = sum(score[:window]) / window, sum(score[-window:]) / window
 val = [r["val-core/arith/acc/mean@1"] for r in rows if "val-core/arith/acc/mean@1" in r]
 print("score moving average:", " ".join(f"{sum(score[i - window:i]) / window:.4f}" for i in range(window, len(score) + 1, 5)))
 print(f"validation (rule) accuracy: {val}")
-# Measured: 0.1778 -> 0.1842 (deterministic mode: every run the same; docs/rl_trainer.md, "Reward model").
-assert end > start + 0.004, f"the reward model's score {start:.4f} -> {end:.4f}: did not rise"
+# Measured: 0.1780 -> 0.1992 from the native warm start, 0.1790 -> 0.1961 from the AVX2 one
+# (docs/rl_trainer.md, "Reward model").
+assert end > start + 0.01, f"the reward model's score {start:.4f} -> {end:.4f}: did not rise"
 assert len(val) == 2 and val[1] < val[0], f"validation must score by the rule, before and after: {val}"
 print(f"PASS: reward-model score {start:.4f} -> {end:.4f}; rule validation {val[0]:.3f} -> {val[1]:.3f}")
 PY
