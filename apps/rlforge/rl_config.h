@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "config/path_list.h"
 #include "engine/engine_config.h"
 #include "optim/optim_config.h"
 #include "rl/rewards/overlong_penalty.h"
@@ -364,8 +365,8 @@ struct RewardModelSection {  // reward_model: a model's score replaces the rewar
 };
 
 struct RlDataConfig {  // data
-  std::optional<std::vector<std::string>> train_files;
-  std::optional<std::vector<std::string>> val_files;
+  std::optional<config::PathList> train_files;
+  std::optional<config::PathList> val_files;
   std::string prompt_key = "prompt";
   std::string reward_fn_key = "data_source";
   std::optional<std::string> task;  // null: arith, when train_files is null

@@ -7,8 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <optional>
 #include <set>
 
 #include "apps/rlforge/rl_config.h"
@@ -271,57 +269,7 @@ std::vector<UnimplementedVerlKey> build_table() {
   return keys;
 }
 
-// --- comparing a value with verl's default, as YAML reads them ---
-
-std::optional<bool> as_bool(const std::string& text) {
-  if (text == "true" || text == "True" || text == "TRUE") return true;
-  if (text == "false" || text == "False" || text == "FALSE") return false;
-  return std::nullopt;
-}
-
-std::optional<double> as_number(std::string_view text) {
-  if (text.starts_with('+')) text.remove_prefix(1);
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-// 8 == 8.0, True == true, ~ == null, [a, b] element-wise, maps key by key.
-bool same_value(const YAML::Node& a, const YAML::Node& b) {
-  if (a.IsNull() || b.IsNull()) return a.IsNull() && b.IsNull();
-  if (a.IsScalar() && b.IsScalar()) {
-    if (const auto x = as_bool(a.Scalar()), y = as_bool(b.Scalar()); x || y) return x == y;
-    if (const auto x = as_number(a.Scalar()), y = as_number(b.Scalar()); x && y) return *x == *y;
-    return a.Scalar() == b.Scalar();
-  }
-  if (a.IsSequence() && b.IsSequence()) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!same_value(a[i], b[i])) return false;
-    return true;
-  }
-  if (a.IsMap() && b.IsMap()) {
-    if (a.size() != b.size()) return false;
-    for (const std::string& key : config::map_keys(a)) {
-      const YAML::Node other = config::find_child(b, key);
-      if (!other.IsDefined() || !same_value(config::find_child(a, key), other)) return false;
-    }
-    return true;
-  }
-  return false;
-}
-
-// --- walking the tree by dotted path ---
-
-std::vector<std::string> split_key(const std::string& key) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t dot = key.find('.'); dot != std::string::npos; start = dot + 1, dot = key.find('.', start))
-    parts.push_back(key.substr(start, dot - start));
-  parts.push_back(key.substr(start));
-  return parts;
-}
+// --- walking the tree by dotted path (config/yaml_util.h walks it; these name a key's parts) ---
 
 std::string parent_of(const std::string& key) {
   const size_t dot = key.rfind('.');
@@ -330,25 +278,6 @@ std::string parent_of(const std::string& key) {
 
 std::string last_part(const std::string& key) { return key.substr(key.rfind('.') + 1); }
 
-// A handle to the node at `key` (undefined when absent); "" is the root.
-YAML::Node node_at(const YAML::Node& root, const std::string& key) {
-  YAML::Node node = root;
-  if (key.empty()) return node;
-  for (const std::string& part : split_key(key)) node.reset(config::find_child(node, part));
-  return node;
-}
-
-// verl reads data.train_files and data.val_files as one path or a list of them; the schema holds a list.
-void list_single_data_files(const YAML::Node& root) {
-  YAML::Node data = config::find_child(root, "data");
-  for (const char* key : {"train_files", "val_files"}) {
-    const YAML::Node value = config::find_child(data, key);
-    if (!value.IsScalar()) continue;
-    YAML::Node list(YAML::NodeType::Sequence);
-    list.push_back(value.Scalar());
-    data[key] = list;
-  }
-}
 
 // Hydra instantiation hints, on every verl section that is a dataclass; they have no meaning here.
 int remove_hydra_targets(YAML::Node map) {
@@ -364,7 +293,7 @@ std::vector<std::string> verl_only_sections(const YAML::Node& schema) {
   std::set<std::string> sections;
   for (const UnimplementedVerlKey& entry : unimplemented_verl_keys())
     for (std::string section = parent_of(entry.key); !section.empty(); section = parent_of(section))
-      if (!node_at(schema, section).IsDefined()) sections.insert(section);
+      if (!config::node_at_path(schema, section).IsDefined()) sections.insert(section);
   std::vector<std::string> deepest_first(sections.begin(), sections.end());
   std::ranges::sort(deepest_first, std::greater{}, [](const std::string& s) { return std::ranges::count(s, '.'); });
   return deepest_first;
@@ -375,7 +304,7 @@ std::vector<std::string> verl_only_sections(const YAML::Node& schema) {
 void reject_leftover(const YAML::Node& section_node, const std::string& section, const std::vector<std::string>& sections) {
   std::vector<std::string> known;
   for (const UnimplementedVerlKey& entry : unimplemented_verl_keys())
-    if (entry.key.starts_with(section + ".")) known.push_back(split_key(entry.key.substr(section.size() + 1))[0]);
+    if (entry.key.starts_with(section + ".")) known.push_back(config::split_dotted_key(entry.key.substr(section.size() + 1))[0]);
   if (!section_node.IsMap())
     throw ConfigError(section, fmt::format("expected a map (verl's section), got {}", config::describe_node(section_node)));
   for (const std::string& key : config::map_keys(section_node)) {
@@ -408,16 +337,15 @@ std::vector<std::string> reach_unimplemented_verl_keys(const std::vector<std::st
 
 void apply_verl_key_policy(config::ConfigTree& tree) {
   const YAML::Node& root = tree.root();  // a handle: removing through it edits the tree
-  list_single_data_files(root);
   if (const int targets = remove_hydra_targets(root))
     core::log_warning("ignoring {} Hydra `_target_` key(s) of verl's config: rlforge's sections have fixed types",
                       targets);
   std::vector<std::string> accepted;
   for (const UnimplementedVerlKey& entry : unimplemented_verl_keys()) {
-    YAML::Node parent = node_at(root, parent_of(entry.key));
+    YAML::Node parent = config::node_at_path(root, parent_of(entry.key));
     const YAML::Node value = config::find_child(parent, last_part(entry.key));
     if (!value.IsDefined()) continue;
-    if (!same_value(value, YAML::Load(entry.verl_default)))
+    if (!config::same_yaml_value(value, YAML::Load(entry.verl_default)))
       throw ConfigError(entry.key, fmt::format("verl's key is not implemented by rlforge; only its default {} is "
                                                "accepted, got {}",
                                                entry.verl_default, config::flow_yaml(value)));
@@ -426,10 +354,10 @@ void apply_verl_key_policy(config::ConfigTree& tree) {
   }
   const std::vector<std::string> sections = verl_only_sections(config::to_yaml(RlConfig{}));
   for (const std::string& section : sections) {
-    YAML::Node node = node_at(root, section);
+    YAML::Node node = config::node_at_path(root, section);
     if (!node.IsDefined()) continue;
     reject_leftover(node, section, sections);
-    if (node.size() == 0) node_at(root, parent_of(section)).remove(last_part(section));
+    if (node.size() == 0) config::node_at_path(root, parent_of(section)).remove(last_part(section));
   }
   if (!accepted.empty())
     core::log_warning("verl keys rlforge does not implement, accepted at verl's default (they change nothing): {}",

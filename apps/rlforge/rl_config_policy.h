@@ -5,7 +5,6 @@
 // the tree for bind, which reports it with a "did you mean"; inside a section only verl has
 // (critic, reward_model, ...) this file reports it, with the section named.
 // Hydra's `_target_` keys (dataclass hints in verl's generated YAML) are dropped with a warning.
-// verl's one-path form of data.train_files / data.val_files becomes a one-element list.
 // Not here: keys whose verl default is an interpolation of another key (ref.log_prob_use_dynamic_bsz,
 // critic.ppo_epochs, ...); they are unknown keys.
 #pragma once

@@ -108,8 +108,8 @@ PromptSource::PromptSource(const RlConfig& config, const SftTokenizer& tokens)
     validation_data_sources_ = data_sources_;
     return;
   }
-  train_ = read_files(*config.data.train_files, "data.train_files");
-  if (config.data.val_files) val_ = read_files(*config.data.val_files, "data.val_files");
+  train_ = read_files(config.data.train_files->paths, "data.train_files");
+  if (config.data.val_files) val_ = read_files(config.data.val_files->paths, "data.val_files");
   if (int64_t(train_.size()) < batch_size_)
     throw ConfigError("data.train_batch_size",
                       fmt::format("{} prompts per step, but data.train_files has {} usable rows: a step takes whole "

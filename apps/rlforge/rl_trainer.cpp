@@ -41,7 +41,7 @@ SftTokenizer make_tokenizer(const RlConfig& config, const model::HfModelFolder& 
   model.path = config.actor_rollout_ref.model.path;
   model.tokenizer = config.actor_rollout_ref.model.tokenizer_path;
   data::DataConfig data;
-  data.task = config.data.builtin_task();
+  data.task = config.data.task;
   data.task_kwargs = config.data.task_kwargs;
   data.max_length = config.prompt_length() + config.response_length();
   SftTokenizer tokens = make_sft_tokenizer(model, data, &folder);

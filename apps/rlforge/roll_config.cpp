@@ -33,7 +33,7 @@ YAML::Node referenced(const std::string& name, const std::string& path, Referenc
   };
   if (name.empty() || name.find_first_of(":${} ") != std::string::npos)
     fail("only ${key} references to other keys of this file are supported, not OmegaConf's resolvers");
-  const YAML::Node target = node_at_path(refs.root, name);
+  const YAML::Node target = config::node_at_path(refs.root, name);
   if (!target.IsDefined()) fail("no such key in this file");
   if (std::ranges::find(refs.resolving, name) != refs.resolving.end())
     fail(fmt::format("a cycle of references: {} -> {}", fmt::join(refs.resolving, " -> "), name));
@@ -88,7 +88,7 @@ YAML::Node resolve(const YAML::Node& node, const std::string& path, References& 
 
 // Every key of the file is a row of the table or on the way to one.
 void check_keys(const YAML::Node& map, const std::string& path, const std::string& source) {
-  std::vector<std::string> parts = path.empty() ? std::vector<std::string>{} : split_dotted_key(path);
+  std::vector<std::string> parts = path.empty() ? std::vector<std::string>{} : config::split_dotted_key(path);
   const auto best_match = [&] {
     KeyMatch best = KeyMatch::none;
     for (const RollKey& row : roll_keys()) best = std::max(best, match_roll_key(row.key, parts));
@@ -104,7 +104,7 @@ void check_keys(const YAML::Node& map, const std::string& path, const std::strin
       std::vector<std::string> known;  // the names the table has at this level
       for (const RollKey& row : roll_keys()) {
         if (match_roll_key(row.key, parts) != KeyMatch::section) continue;
-        const std::string next = split_dotted_key(std::string(row.key))[parts.size()];
+        const std::string next = config::split_dotted_key(std::string(row.key))[parts.size()];
         if (next != "*" && std::ranges::find(known, next) == known.end()) known.push_back(next);
       }
       const auto suggestion = config::suggest_nearest(name, known);
@@ -152,7 +152,7 @@ RollConfig translate_roll_config(const YAML::Node& roll, const std::string& sour
       continue;
     }
     std::vector<std::string> keys;
-    expand(resolved, split_dotted_key(std::string(row.key)), 0, "", keys);
+    expand(resolved, config::split_dotted_key(std::string(row.key)), 0, "", keys);
     for (const std::string& key : keys) row.convert(t, key);
   }
   if (!t.no_effect_keys().empty())

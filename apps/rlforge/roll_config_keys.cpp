@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <limits>
 
 #include "apps/rlforge/roll_extension.h"
@@ -33,21 +32,6 @@ std::string role_of(const std::string& key) { return key.substr(0, key.find('.')
 
 // The one verl key of a single-key row.
 std::string row_key(const Translator& t) { return std::string(t.row().verl_keys); }
-
-std::optional<double> as_number(const std::string& text) {
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-// 0 == 0.0, null == ~; otherwise the same text.
-bool same_scalar(const YAML::Node& a, const YAML::Node& b) {
-  if (a.IsNull() || b.IsNull()) return a.IsNull() && b.IsNull();
-  if (!a.IsScalar() || !b.IsScalar()) return false;
-  if (const auto x = as_number(a.Scalar()), y = as_number(b.Scalar()); x && y) return *x == *y;
-  return a.Scalar() == b.Scalar();
-}
 
 // value() as V; a ConfigError when the file gives null and ROLL has no default.
 template <class V>
@@ -78,7 +62,7 @@ void copy_positive(Translator& t, const std::string& key) {
 // A key rlforge implements only at ROLL's default (the row's roll_default).
 void only_default(Translator& t, const std::string& key) {
   const YAML::Node expected = YAML::Load(std::string(t.row().roll_default));
-  if (t.in_file(key) && !same_scalar(t.value(key), expected))
+  if (t.in_file(key) && !config::same_yaml_value(t.value(key), expected))
     t.fail(key, fmt::format("{}: rlforge implements only ROLL's default {} here (docs/config.md says why)",
                             config::flow_yaml(t.value(key)), config::flow_yaml(expected)));
 }
@@ -86,7 +70,7 @@ void only_default(Translator& t, const std::string& key) {
 // Megatron sizes rlforge has no key for, which are "off" at null or 1.
 void only_one(Translator& t, const std::string& key) {
   const YAML::Node value = t.value(key);
-  if (value.IsDefined() && !value.IsNull() && !same_scalar(value, YAML::Node(1)))
+  if (value.IsDefined() && !value.IsNull() && !config::same_yaml_value(value, YAML::Node(1)))
     t.fail(key,
            fmt::format("{}: rlforge's engine has no such parallelism; expected 1 or null", config::flow_yaml(value)));
 }
@@ -173,9 +157,9 @@ void max_ckpt_to_keep(Translator& t, const std::string& key) {
 
 void resume_from_checkpoint(Translator& t, const std::string& key) {
   const YAML::Node value = t.value(key);
-  if (value.IsNull() || same_scalar(value, YAML::Node(false))) {
+  if (value.IsNull() || config::same_yaml_value(value, YAML::Node(false))) {
     t.set_value("trainer.resume_mode", std::string("disable"));
-  } else if (same_scalar(value, YAML::Node(true))) {
+  } else if (config::same_yaml_value(value, YAML::Node(true))) {
     t.set_value("trainer.resume_mode", std::string("auto"));
   } else if (value.IsScalar()) {
     t.set_value("trainer.resume_mode", std::string("resume_path"));
@@ -945,7 +929,7 @@ KeyMatch match_roll_key(std::string_view row_key, const std::vector<std::string>
 }
 
 const RollKey* find_roll_key(const std::string& key) {
-  const std::vector<std::string> parts = split_dotted_key(key);
+  const std::vector<std::string> parts = config::split_dotted_key(key);
   for (const RollKey& row : kRollKeys)
     if (match_roll_key(row.key, parts) == KeyMatch::whole) return &row;
   return nullptr;

@@ -50,7 +50,7 @@ void merge(RollTranslator& t, const YAML::Node& block, const YAML::Node& schema,
 
 // rlforge scores a row by its data_source; a built-in task's data_source is the task's name.
 void check_rewards_cover_task(const RollTranslator& t) {
-  const YAML::Node rewards = node_at_path(t.roll(), "rewards");
+  const YAML::Node rewards = config::node_at_path(t.roll(), "rewards");
   const YAML::Node data = config::find_child(t.verl(), "data");
   const YAML::Node train_files = config::find_child(data, "train_files");
   if (!rewards.IsMap() || (train_files.IsDefined() && !train_files.IsNull())) return;
@@ -61,7 +61,7 @@ void check_rewards_cover_task(const RollTranslator& t) {
   const std::string task = task_config.builtin_task();
   std::vector<std::string> tags;
   for (const std::string& domain : config::map_keys(rewards))
-    for (const YAML::Node& tag : node_at_path(rewards, domain + ".tag_included")) tags.push_back(tag.Scalar());
+    for (const YAML::Node& tag : config::node_at_path(rewards, domain + ".tag_included")) tags.push_back(tag.Scalar());
   if (std::ranges::find(tags, task) == tags.end())
     t.fail("rewards", fmt::format("no domain's tag_included names '{}', the data_source of the built-in task "
                                   "(rlforge.data.task), so its responses could not be rewarded; tags: [{}]",

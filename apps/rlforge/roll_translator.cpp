@@ -10,33 +10,18 @@
 
 namespace rf::apps {
 
-std::vector<std::string> split_dotted_key(const std::string& dotted) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t dot = dotted.find('.'); dot != std::string::npos; start = dot + 1, dot = dotted.find('.', start))
-    parts.push_back(dotted.substr(start, dot - start));
-  parts.push_back(dotted.substr(start));
-  return parts;
-}
-
-YAML::Node node_at_path(const YAML::Node& root, const std::string& dotted) {
-  YAML::Node node = root;
-  for (const std::string& part : split_dotted_key(dotted)) node.reset(config::find_child(node, part));
-  return node;
-}
-
 RollTranslator::RollTranslator(YAML::Node roll, std::string source)
     : roll_(std::move(roll)), source_(std::move(source)), verl_(YAML::NodeType::Map) {}
 
-bool RollTranslator::in_file(const std::string& key) const { return node_at_path(roll_, key).IsDefined(); }
+bool RollTranslator::in_file(const std::string& key) const { return config::node_at_path(roll_, key).IsDefined(); }
 
-bool RollTranslator::has_section(const std::string& section) const { return node_at_path(roll_, section).IsMap(); }
+bool RollTranslator::has_section(const std::string& section) const { return config::node_at_path(roll_, section).IsMap(); }
 
 YAML::Node RollTranslator::value(const std::string& key) const {
-  const YAML::Node in_roll = node_at_path(roll_, key);
+  const YAML::Node in_roll = config::node_at_path(roll_, key);
   if (in_roll.IsDefined()) return in_roll;
   const RollKey* row = find_roll_key(key);
-  const std::vector<std::string> parts = split_dotted_key(key);
+  const std::vector<std::string> parts = config::split_dotted_key(key);
   if (row == nullptr || row->roll_default.empty() || (parts.size() > 1 && !has_section(parts[0])))
     return YAML::Node(YAML::NodeType::Undefined);
   return YAML::Load(std::string(row->roll_default));
@@ -52,7 +37,7 @@ void RollTranslator::set(const std::string& verl_key, const YAML::Node& value) {
 void RollTranslator::set_extension(const std::string& verl_key, const YAML::Node& value) {
   // Handles are rebound with reset(): assigning one yaml-cpp node to another would alias them.
   YAML::Node node = verl_;
-  const std::vector<std::string> parts = split_dotted_key(verl_key);
+  const std::vector<std::string> parts = config::split_dotted_key(verl_key);
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (!config::find_child(node, parts[i]).IsMap()) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
     node.reset(config::find_child(node, parts[i]));

@@ -76,8 +76,5 @@ class RollTranslator {
   const RollKey* row_ = nullptr;
 };
 
-// The node at a dotted path of `root` (undefined when absent); never inserts.
-YAML::Node node_at_path(const YAML::Node& root, const std::string& dotted);
-std::vector<std::string> split_dotted_key(const std::string& dotted);
 
 }  // namespace rf::apps

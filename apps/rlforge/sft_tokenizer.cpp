@@ -57,7 +57,7 @@ SftTokenizer make_sft_tokenizer(const ModelSection& m, const data::DataConfig& d
                                 const model::HfModelFolder* source) {
   const bool source_has_tokenizer = source && source->side_files.count("tokenizer.json");
   SftTokenizer t;
-  t.name = m.tokenizer.value_or(source_has_tokenizer ? *m.path : std::string(kBuiltin) + data.task);
+  t.name = m.tokenizer.value_or(source_has_tokenizer ? *m.path : std::string(kBuiltin) + data.builtin_task());
   if (t.name.starts_with(kBuiltin)) {
     auto builtin = std::make_unique<data::CharTokenizer>(data::CharTokenizer::for_task(t.name.substr(kBuiltin.size())));
     t.hf_files = builtin->hf_files(data.max_length);

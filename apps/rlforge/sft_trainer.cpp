@@ -36,14 +36,11 @@ constexpr const char* kComponent = "actor";
 class ExampleSource {
  public:
   explicit ExampleSource(const data::DataConfig& c) {
-    if (c.train_files) {
-      if (c.train_files->size() != 1) throw ConfigError("data.train_files", "expected exactly one JSONL file");
-      train_.emplace(c.train_files->front());
-      if (!c.val_files || c.val_files->size() != 1)
-        throw ConfigError("data.val_files", "expected exactly one JSONL file alongside data.train_files");
-      val_.emplace(c.val_files->front());
+    if (c.train_files) {  // DataConfig::validate saw to val_files
+      train_.emplace(c.train_files->paths);
+      val_.emplace(c.val_files->paths);
     } else {
-      task_ = data::make_task(c.task, yaml_to_json(c.task_kwargs), c.seed);
+      task_ = data::make_task(c.builtin_task(), yaml_to_json(c.task_kwargs), c.seed);
     }
   }
   std::string name() const { return task_ ? std::string(task_->name()) : "jsonl"; }

@@ -12,6 +12,7 @@
 #include "apps/rlforge/roll_config.h"
 #include "config/bind.h"
 #include "config/config_tree.h"
+#include "config/yaml_util.h"
 
 namespace rf::apps {
 namespace {
@@ -38,6 +39,12 @@ void megatron_follows_actor(config::ConfigTree& tree, const std::string& role, c
     const std::string key = entry.first.as<std::string>();
     if (!set_by_user(key)) follower[key] = YAML::Clone(entry.second);
   }
+  // Sequence parallelism splits the sequence over TP: a role on TP 1 that inherits the actor's `true` runs
+  // without it, as Megatron's validate_args turns it off at TP 1 (a user's own `true` at TP 1 is refused).
+  int64_t tp = 0;
+  if (!set_by_user("sequence_parallel") &&
+      YAML::convert<int64_t>::decode(config::find_child(follower, "tensor_model_parallel_size"), tp) && tp == 1)
+    follower["sequence_parallel"] = false;
 }
 
 // A role's megatron block as the file wrote it (null when absent), before rlforge's defaults fill it.

@@ -41,6 +41,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "config/path_list.h"
 #include "config/yaml_util.h"
 #include "core/error.h"
 
@@ -193,6 +194,13 @@ void read_value(const YAML::Node& node, const std::string& path, T& out) {
       items.push_back(std::move(value));
     }
     out = std::move(items);
+  } else if constexpr (std::same_as<T, PathList>) {
+    if (node.IsScalar()) {
+      out.paths = {read_string(node, path)};
+    } else {
+      if (!node.IsSequence()) throw_expected(path, "a path or a list of paths", node);
+      read_value(node, path, out.paths);
+    }
   } else if constexpr (std::same_as<T, YAML::Node>) {
     // reset() rebinds the handle; operator= would overwrite a node that copies of `out` share.
     out.reset(YAML::Clone(node));
@@ -267,6 +275,8 @@ YAML::Node write_value(T& value) {
     for (typename T::value_type item : value) items.push_back(write_value(item));
     if constexpr (Scalar<typename T::value_type>) items.SetStyle(YAML::EmitterStyle::Flow);  // betas: [0.9, 0.999]
     return items;
+  } else if constexpr (std::same_as<T, PathList>) {
+    return write_value(value.paths);
   } else if constexpr (std::same_as<T, YAML::Node>) {
     // A default-constructed YAML::Node is null but has no node behind it, so it would emit nothing.
     return value.IsNull() ? YAML::Node(YAML::NodeType::Null) : YAML::Clone(value);
@@ -296,6 +306,8 @@ std::string type_name() {
     return type_name<typename T::value_type>() + " or null";
   } else if constexpr (IsVector<T>::value) {
     return "list[" + type_name<typename T::value_type>() + "]";
+  } else if constexpr (std::same_as<T, PathList>) {
+    return "path or list[path]";
   } else if constexpr (std::same_as<T, YAML::Node>) {
     return "any";
   } else if constexpr (std::same_as<T, bool>) {

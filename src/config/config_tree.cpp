@@ -25,17 +25,6 @@ struct Assignment {
   std::string value_text;
 };
 
-std::vector<std::string> split_dotted(std::string_view path) {
-  std::vector<std::string> segments;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = path.find('.', start);
-    segments.emplace_back(path.substr(start, dot == std::string_view::npos ? dot : dot - start));
-    if (dot == std::string_view::npos) return segments;
-    start = dot + 1;
-  }
-}
-
 std::string join_segments(const std::vector<std::string>& segments, size_t count) {
   std::string joined;
   for (size_t i = 0; i < count; ++i) joined += (i ? "." : "") + segments[i];
@@ -62,7 +51,7 @@ Assignment parse_assignment(const std::string& text) {
     key.remove_prefix(1);
   }
   assignment.key = key;
-  assignment.segments = split_dotted(key);
+  assignment.segments = split_dotted_key(key);
   bool valid = equals != std::string::npos;
   for (const std::string& segment : assignment.segments) valid = valid && is_valid_segment(segment);
   if (!valid)
@@ -178,16 +167,7 @@ void ConfigTree::apply_overrides(const std::vector<std::string>& assignments) {
   for (const std::string& assignment : assignments) apply_override(assignment);
 }
 
-YAML::Node ConfigTree::node(const std::string& dotted_path) const {
-  YAML::Node current = root_;
-  if (dotted_path.empty()) return current;
-  for (const std::string& segment : split_dotted(dotted_path)) {
-    YAML::Node child = find_child(current, segment);
-    if (!child.IsDefined()) return child;
-    current.reset(child);
-  }
-  return current;
-}
+YAML::Node ConfigTree::node(const std::string& dotted_path) const { return node_at_path(root_, dotted_path); }
 
 std::string ConfigTree::to_yaml() const {
   YAML::Emitter emitter;

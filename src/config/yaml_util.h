@@ -15,6 +15,14 @@ namespace rf::config {
 // The value under `key` in `map` (a handle into the same tree), or an undefined node when `map` is
 // not a map or has no such key.
 YAML::Node find_child(const YAML::Node& map, std::string_view key);
+// "a.b.c" -> {"a", "b", "c"} (an empty segment stays: "a..b" has three; "" is one empty segment).
+std::vector<std::string> split_dotted_key(std::string_view dotted);
+// The node at a dotted path below `root` (a handle into the same tree; "" is `root`), or an undefined
+// node when a segment is absent.
+YAML::Node node_at_path(const YAML::Node& root, std::string_view dotted);
+// Whether two values mean the same to a Python config reader (verl's OmegaConf, ROLL's dataclasses):
+// 8 == 8.0 == +8, true == True, null == ~, lists element by element, maps key by key in any order.
+bool same_yaml_value(const YAML::Node& a, const YAML::Node& b);
 // The keys of a map, in document order (empty for anything else).
 std::vector<std::string> map_keys(const YAML::Node& map);
 // One line in flow style ("[0.9, 0.999]", "{x: 1}", "null").

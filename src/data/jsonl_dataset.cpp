@@ -67,11 +67,15 @@ void for_each_jsonl_row(const std::string& path, const std::string& what,
   if (in.bad()) throw IoError(path, fmt::format("read failed: {}", std::strerror(errno)));
 }
 
-JsonlDataset::JsonlDataset(std::string path) : path_(std::move(path)) {
-  for_each_jsonl_row(path_, "", [&](const nlohmann::json& row, int64_t line) {
-    examples_.push_back(parse_row(row, path_, line));
-  });
-  if (examples_.empty()) throw IoError(path_, "no rows");
+JsonlDataset::JsonlDataset(std::vector<std::string> paths) : path_(fmt::format("{}", fmt::join(paths, ", "))) {
+  if (paths.empty()) throw IoError("", "no JSONL files named");
+  for (const std::string& path : paths) {
+    const size_t before = examples_.size();
+    for_each_jsonl_row(path, "", [&](const nlohmann::json& row, int64_t line) {
+      examples_.push_back(parse_row(row, path, line));
+    });
+    if (examples_.size() == before) throw IoError(path, "no rows");
+  }
 }
 
 const Example& JsonlDataset::example(size_t index) const {

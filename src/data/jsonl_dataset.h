@@ -1,4 +1,4 @@
-// JsonlDataset: examples read from a JSON Lines file, one object per line, held in memory. Two row
+// JsonlDataset: examples read from JSON Lines files, one object per line, held in memory. Two row
 // layouts are accepted:
 //   SFT:       {"prompt": "...", "response": "..."}                      ground truth = response
 //   verl's RL: {"prompt": "...", "data_source": "...", "reward_model": {"ground_truth": ...},
@@ -24,10 +24,13 @@ namespace rf::data {
 void for_each_jsonl_row(const std::string& path, const std::string& what,
                         const std::function<void(const nlohmann::json& row, int64_t line)>& row);
 
+// The rows of one or more files, one after another in the order given (verl concatenates its files).
 class JsonlDataset {
  public:
-  explicit JsonlDataset(std::string path);
+  explicit JsonlDataset(std::string path) : JsonlDataset(std::vector<std::string>{std::move(path)}) {}
+  explicit JsonlDataset(std::vector<std::string> paths);
 
+  // The file names, joined by ", " (what an error about the rows names).
   const std::string& path() const { return path_; }
   size_t size() const { return examples_.size(); }
   const Example& example(size_t index) const;

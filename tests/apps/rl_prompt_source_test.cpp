@@ -80,7 +80,7 @@ TEST_F(PromptSourceTest, ChatPromptIsQwen3sTemplateTextEncodedWithoutSpecialToke
   json r = json::parse(row(json::array({{{"role", "user"}, {"content", question + suffix}}}), "openai/gsm8k", "72"));
   r["extra_info"] = extra;
   r["ability"] = "math";  // a column PromptSource does not read
-  config_.data.train_files = {write("gsm8k.jsonl", {r.dump(), r.dump()})};
+  config_.data.train_files = config::PathList{.paths = {write("gsm8k.jsonl", {r.dump(), r.dump()})}};
   const PromptSource source(config_, qwen3_tokens());
   data::DataCursor cursor = source.start();
   const std::vector<PromptRow> batch = source.next_batch(cursor);
@@ -93,15 +93,15 @@ TEST_F(PromptSourceTest, ChatPromptIsQwen3sTemplateTextEncodedWithoutSpecialToke
   EXPECT_EQ(batch[0].data_source, "openai/gsm8k");
   EXPECT_EQ(batch[0].ground_truth, json("72"));
   EXPECT_EQ(batch[0].extra_info, extra);
-  EXPECT_EQ(source.data_sources().at("openai/gsm8k"), config_.data.train_files->front() + ": line 1");
+  EXPECT_EQ(source.data_sources().at("openai/gsm8k"), config_.data.train_files->paths.front() + ": line 1");
 }
 
 TEST_F(PromptSourceTest, QwenTextPromptHasNoBosAndBuiltinTextPromptHasOne) {
-  config_.data.train_files = {write("text.jsonl", {row("What is 2+3?"), row("What is 2+3?")})};
+  config_.data.train_files = config::PathList{.paths = {write("text.jsonl", {row("What is 2+3?"), row("What is 2+3?")})}};
   data::DataCursor cursor{1, 0, 0};
   EXPECT_EQ(PromptSource(config_, qwen3_tokens()).next_batch(cursor)[0].tokens,
             qwen3_tokens().tokenizer->encode("What is 2+3?"));
-  config_.data.train_files = {write("digits.jsonl", {digits_row(12), digits_row(34)})};
+  config_.data.train_files = config::PathList{.paths = {write("digits.jsonl", {digits_row(12), digits_row(34)})}};
   cursor = {1, 0, 0};
   std::vector<int64_t> expected = {*arith_tokens().special_ids.bos};
   for (int64_t id : arith_tokens().tokenizer->encode("12")) expected.push_back(id);
@@ -111,7 +111,7 @@ TEST_F(PromptSourceTest, QwenTextPromptHasNoBosAndBuiltinTextPromptHasOne) {
 
 TEST_F(PromptSourceTest, TruncationKeepsTheEndTheStartOrBothEnds) {
   const std::string digits = "0123456789";  // with bos: 11 tokens
-  config_.data.train_files = {write("long.jsonl", {row("12"), row(digits)})};
+  config_.data.train_files = config::PathList{.paths = {write("long.jsonl", {row("12"), row(digits)})}};
   config_.data.val_files = config_.data.train_files;
   config_.data.max_prompt_length = 6;
   std::vector<int64_t> full = {*arith_tokens().special_ids.bos};
@@ -139,8 +139,8 @@ TEST_F(PromptSourceTest, TruncationKeepsTheEndTheStartOrBothEnds) {
 }
 
 TEST_F(PromptSourceTest, FilterOverlongPromptsDropsTheLongRowsOfEachFile) {
-  config_.data.train_files = {write("a.jsonl", {row("1"), row("123456"), row("12"), row("1234567")}),
-                              write("b.jsonl", {row("99999999"), row("3")})};
+  config_.data.train_files = config::PathList{.paths = {write("a.jsonl", {row("1"), row("123456"), row("12"), row("1234567")}),
+                              write("b.jsonl", {row("99999999"), row("3")})}};
   config_.data.val_files = config_.data.train_files;
   config_.data.max_prompt_length = 4;  // bos + 3 digits
   config_.data.filter_overlong_prompts = true;
@@ -150,7 +150,7 @@ TEST_F(PromptSourceTest, FilterOverlongPromptsDropsTheLongRowsOfEachFile) {
   for (const PromptRow& p : kept)
     texts.push_back(arith_tokens().tokenizer->decode(p.tokens, data::SpecialTokens::skip));
   EXPECT_EQ(texts, (std::vector<std::string>{"1", "12", "3"}));
-  config_.data.train_files = {write("all_long.jsonl", {row("123456")})};
+  config_.data.train_files = config::PathList{.paths = {write("all_long.jsonl", {row("123456")})}};
   testing::expect_error_containing([&] { PromptSource(config_, arith_tokens()); },
                                    "every row of data.train_files is longer than data.max_prompt_length = 4");
 }
@@ -158,7 +158,7 @@ TEST_F(PromptSourceTest, FilterOverlongPromptsDropsTheLongRowsOfEachFile) {
 TEST_F(PromptSourceTest, EachEpochIsAPermutationAndACursorResumesExactly) {
   std::vector<std::string> lines;
   for (int i = 0; i < 10; ++i) lines.push_back(digits_row(i));
-  config_.data.train_files = {write("ten.jsonl", lines)};
+  config_.data.train_files = config::PathList{.paths = {write("ten.jsonl", lines)}};
   config_.data.train_batch_size = 4;  // 2 batches an epoch; 2 rows left over (drop_last)
   config_.data.seed = 7;
   const PromptSource source(config_, arith_tokens());
@@ -209,8 +209,8 @@ TEST_F(PromptSourceTest, ManyDataSourcesAreListedWhereTheyFirstAppear) {
   const std::string a =
       write("a.jsonl", {row("1"), row("2", "countdown_v1", json{{"target", 3}, {"numbers", {1, 2}}})});
   const std::string b = write("b.jsonl", {row("3", "openai/gsm8k"), row("4", "arith")});
-  config_.data.train_files = {a};
-  config_.data.val_files = {b};
+  config_.data.train_files = config::PathList{.paths = {a}};
+  config_.data.val_files = config::PathList{.paths = {b}};
   const PromptSource source(config_, arith_tokens());
   EXPECT_EQ(source.data_sources(),
             (std::map<std::string, std::string>{
@@ -222,7 +222,7 @@ TEST_F(PromptSourceTest, ManyDataSourcesAreListedWhereTheyFirstAppear) {
 TEST_F(PromptSourceTest, BadRowsNameTheFileTheLineAndTheColumn) {
   const auto expect_row_error = [&](const std::string& bad, const std::string& fragment) {
     const std::string path = write("bad.jsonl", {row("1"), "", bad});
-    config_.data.train_files = {path};
+    config_.data.train_files = config::PathList{.paths = {path}};
     testing::expect_error_containing([&] { PromptSource(config_, arith_tokens()); }, path + ": line 3: " + fragment);
   };
   expect_row_error(R"({"data_source": "arith", "reward_model": {"ground_truth": "1"}})", "missing \"prompt\"");
@@ -251,14 +251,14 @@ TEST_F(PromptSourceTest, BadRowsNameTheFileTheLineAndTheColumn) {
   const std::string renamed =
       write("renamed.jsonl", {R"({"question": "1", "source": "arith", "reward_model": {"ground_truth": "1"}})",
                               R"({"question": "2", "reward_model": {"ground_truth": "2"}})"});
-  config_.data.train_files = {renamed};
+  config_.data.train_files = config::PathList{.paths = {renamed}};
   testing::expect_error_containing([&] { PromptSource(config_, arith_tokens()); },
                                    renamed + ": line 2: missing \"source\" (data.reward_fn_key)");
   // Fewer usable rows than a batch.
   config_.data.prompt_key = "prompt";
   config_.data.reward_fn_key = "data_source";
   config_.data.train_batch_size = 3;
-  config_.data.train_files = {write("two.jsonl", {row("1"), row("2")})};
+  config_.data.train_files = config::PathList{.paths = {write("two.jsonl", {row("1"), row("2")})}};
   testing::expect_error_containing([&] { PromptSource(config_, arith_tokens()); },
                                    "3 prompts per step, but data.train_files has 2 usable rows");
 }

@@ -57,7 +57,7 @@ std::map<std::string, std::string> leaves(const YAML::Node& node, const std::str
   return out;
 }
 
-YAML::Node verl_at(const RollConfig& config, const std::string& key) { return node_at_path(config.verl_tree, key); }
+YAML::Node verl_at(const RollConfig& config, const std::string& key) { return config::node_at_path(config.verl_tree, key); }
 
 // The error translating `extra` throws (the test fails when there is none).
 std::string error_of(const std::string& extra) {

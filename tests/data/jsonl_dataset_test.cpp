@@ -103,6 +103,26 @@ TEST_F(JsonlFile, MissingFileIsAnIoError) {
   }
 }
 
+TEST_F(JsonlFile, SeveralFilesAreReadOneAfterAnotherAndAnEmptyOneIsNamed) {
+  const std::string a = write("a.jsonl", "{\"prompt\": \"a0\", \"response\": \"r\"}\n"
+                                         "{\"prompt\": \"a1\", \"response\": \"r\"}\n");
+  const std::string b = write("b.jsonl", "{\"prompt\": \"b0\", \"response\": \"r\"}\n");
+  const JsonlDataset dataset(std::vector<std::string>{a, b});
+  ASSERT_EQ(dataset.size(), 3u);
+  EXPECT_EQ(dataset.example(0).prompt, "a0");
+  EXPECT_EQ(dataset.example(1).prompt, "a1");
+  EXPECT_EQ(dataset.example(2).prompt, "b0");
+  EXPECT_EQ(dataset.path(), a + ", " + b);
+  const std::string empty = write("empty.jsonl", "\n");
+  try {
+    const JsonlDataset with_empty(std::vector<std::string>{a, empty});
+    FAIL() << "an empty file among several was accepted";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.path(), empty);
+    EXPECT_NE(std::string(e.what()).find("no rows"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(JsonlFile, CursorVisitsEveryRowOncePerEpochAndResumes) {
   std::string text;
   for (int i = 0; i < 37; ++i) text += fmt::format("{{\"prompt\": \"p{}\", \"response\": \"r\"}}\n", i);

@@ -12,7 +12,7 @@ expect_error "did you mean" "${base[@]}" trainer.total_trainig_steps=5
 expect_error "trainer.total_training_steps: expected an integer" "${base[@]}" trainer.total_training_steps=abc
 expect_error "data.train_batch_size: must be positive, got -4" "${base[@]}" data.train_batch_size=-4
 expect_error "model.config.num_key_value_heads" "${base[@]}" model.config.num_key_value_heads=3
-expect_error "/nonexistent/train.jsonl" "${base[@]}" "data.train_files=[/nonexistent/train.jsonl]" \
+expect_error "/nonexistent/train.jsonl" "${base[@]}" data.task=null data.task_kwargs=null "data.train_files=[/nonexistent/train.jsonl]" \
   "data.val_files=[/nonexistent/val.jsonl]"
 expect_error "no_such_config.yaml" sft --config "$SCRATCH/no_such_config.yaml"
 touch "$SCRATCH/a_file"

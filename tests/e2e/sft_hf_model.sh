@@ -48,7 +48,10 @@ for column in (0, 1):  # one JSON string per line, for `rlforge tokenize --file`
         for row in rows:
             f.write(json.dumps(row[column], ensure_ascii=False) + "\n")
 PY
-sft=(sft --config examples/sft_arith.yaml "data.train_files=[$SCRATCH/train.jsonl]" "data.val_files=[$SCRATCH/val.jsonl]"
+# verl's one-path form of train_files (issue #20: sft and train read the data keys alike); the example's
+# built-in task is switched off, since a task and train_files exclude each other.
+sft=(sft --config examples/sft_arith.yaml data.train_files="$SCRATCH/train.jsonl" data.val_files="$SCRATCH/val.jsonl"
+     data.task=null data.task_kwargs=null
      data.max_length=32 data.train_batch_size=16 data.micro_batch_size_per_gpu=8 data.val_size=4 optim.lr=1e-2
      optim.lr_warmup_steps=1 trainer.test_freq=0 "trainer.logger=[console,jsonl]" trainer.num_threads=2)
 quiet "$RLFORGE" "${sft[@]}" model.path="$model" trainer.total_training_steps=8 trainer.save_freq=8 \
