@@ -240,6 +240,10 @@ bool RlRoles::RoleRanks::contains(const RoleRanks& other) const {
   return std::includes(ranks_.begin(), ranks_.end(), other.ranks_.begin(), other.ranks_.end());
 }
 
+MicroBatching old_log_prob_batching(const RolloutSection& rollout, const MicroBatching& actor) {
+  return {rollout.log_prob_micro_batch_size_per_gpu.value_or(actor.responses), actor.max_tokens};
+}
+
 RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
                  MemoryTracker& tracker, const RolePlacement& placement)
     : config_(config),
@@ -267,7 +271,8 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   actor_batching_ = role_batching(a.ppo_mini_batch_size * r.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
                                   a.ppo_max_token_len_per_gpu, actor_parallel_);
   const int64_t longest = config.prompt_length() + config.response_length();
-  const int64_t log_prob_responses = r.log_prob_micro_batch_size_per_gpu.value_or(actor_batching_.responses);
+  log_prob_batching_ = old_log_prob_batching(r, actor_batching_);
+  const int64_t log_prob_responses = log_prob_batching_.responses;
   const int64_t capacity =
       engine_capacity(actor_batching_, std::max(actor_batching_.responses, log_prob_responses), longest);
   temperature_ = train_sampling(r, config.response_length(), 0).logprob_temperature();
@@ -367,7 +372,7 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
   const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), actor_parallel_);
   if (actor_) {
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, actor_batching_.responses, actor_batching_.max_tokens);
+        split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens);
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
     const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
                                                                        model::EntropyOutput::compute, temperature_);
@@ -393,8 +398,9 @@ void RlRoles::compute_ref(RlBatch& batch) {
   const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), ref_parallel_);
   if (ref_) {
     const int64_t per_mb =
-        config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(actor_batching_.responses);
-    const std::vector<std::vector<int64_t>> groups = split_micro_batches(batch, mine, per_mb, actor_batching_.max_tokens);
+        config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(log_prob_batching_.responses);
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(batch, mine, per_mb, log_prob_batching_.max_tokens);
     const std::vector<engine::TensorMap> out =
         ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
     ref_->offload(engine::configured_offload(config_.actor_rollout_ref.ref.megatron));

@@ -59,6 +59,11 @@ struct MicroBatching {
   int64_t max_tokens = 0;  // > 0: greedily by tokens instead (use_dynamic_bsz)
 };
 
+// How the old-log-prob pass cuts its micro-batches: rollout.log_prob_micro_batch_size_per_gpu responses
+// (verl; ROLL's actor_train.infer_batch_size), null: the actor's training micro-batch; by tokens
+// (use_dynamic_bsz) within the actor's budget. It is also the reference's and the reward model's default.
+MicroBatching old_log_prob_batching(const RolloutSection& rollout, const MicroBatching& actor);
+
 class RlRoles {
  public:
   RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
@@ -140,7 +145,7 @@ class RlRoles {
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
   bool uses_ref_;        // a KL term needs the reference
   double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature
-  MicroBatching actor_batching_, critic_batching_, reward_model_batching_;
+  MicroBatching actor_batching_, log_prob_batching_, critic_batching_, reward_model_batching_;
 };
 
 // The critic's model folder: critic.model.path's (a *ForTokenClassification folder is a critic already;
