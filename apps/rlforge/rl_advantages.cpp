@@ -55,10 +55,17 @@ std::map<std::string, double> compute_advantages(RlBatch& batch, const Algorithm
   // The critic's values (gae): filled by the values stage when the run has a critic, else empty.
   const bool with_values = !batch.empty() && !batch.front().values.empty();
   const Tensor values_BT = with_values ? column_matrix(batch, &RlResponse::values) : Tensor();
+  // ReMax: each response's baseline, its prompt's greedy score (filled by the trainer's gen_max stage).
+  Tensor baselines_B;
+  if (algorithm.adv_estimator == "remax") {
+    baselines_B = Tensor({B}, DType::f32);
+    for (int64_t b = 0; b < B; ++b) baselines_B.data<float>()[b] = float(batch[size_t(b)].reward_baseline);
+  }
   rl::AdvantageInputs inputs;
   inputs.token_level_rewards_BT = rewards_BT;
   inputs.response_mask_BT = mask_BT;
   inputs.values_BT = values_BT;
+  inputs.reward_baselines_B = baselines_B;
   inputs.index = &index;
   rl::AdvantageConfig config;
   config.gamma = algorithm.gamma;

@@ -15,7 +15,7 @@ namespace rf::apps {
 
 // Fills token_level_rewards, advantages and returns of every response. `kl_controller` is read and
 // updated only with use_kl_in_reward (then every response needs ref_log_prob and old_log_probs); gae
-// reads every response's values.
+// reads every response's values, remax every response's reward_baseline.
 // Returns actor/reward_kl_penalty and actor/reward_kl_penalty_coeff when the KL is in the reward.
 std::map<std::string, double> compute_advantages(RlBatch& batch, const AlgorithmConfig& algorithm,
                                                  rl::KlController& kl_controller);

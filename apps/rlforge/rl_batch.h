@@ -28,6 +28,7 @@ struct RlResponse {
   bool truncated = false;            // stopped by the length limit
   std::vector<float> rollout_log_probs;  // the rollout engine's, at the sampling temperature
   double score = 0;                  // the reward function's scalar
+  double reward_baseline = 0;        // remax: the score of its prompt's greedy response
   std::map<std::string, double> reward_extra;  // e.g. acc
   // Per response token, filled by the step's stages.
   std::vector<float> old_log_probs, entropy, ref_log_prob, values, token_level_rewards, advantages, returns;

@@ -200,6 +200,14 @@ engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& roll
   return p;
 }
 
+engine::rollout::RolloutSamplingParams greedy_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                       uint64_t seed) {
+  engine::rollout::RolloutSamplingParams p = train_sampling(rollout, response_length, seed);
+  p.do_sample = false;
+  p.n = 1;
+  return p;
+}
+
 engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollout, int64_t response_length,
                                                     uint64_t seed) {
   engine::rollout::RolloutSamplingParams p = train_sampling(rollout, response_length, seed);

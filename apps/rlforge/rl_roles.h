@@ -157,6 +157,9 @@ model::HfModelFolder critic_hf_folder(const RlConfig& config);
 // The rollout's sampling parameters from actor_rollout_ref.rollout (train: its keys; validation: val_kwargs).
 engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& rollout, int64_t response_length,
                                                       uint64_t seed);
+// ReMax's baseline generation (verl's gen_max: do_sample false): one greedy response per prompt.
+engine::rollout::RolloutSamplingParams greedy_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                       uint64_t seed);
 engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollout, int64_t response_length,
                                                     uint64_t seed);
 

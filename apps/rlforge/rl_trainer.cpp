@@ -340,6 +340,20 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
       batch = roles.generate(rollout_prompts(batch_prompts), uint64_t((step - 1) * config.data.train_batch_size),
                              train_sampling(rollout, config.response_length(), seed), tokens.stop_ids, num_candidates);
     });
+    // ReMax (verl's gen_max): a greedy response per prompt, scored as the batch will be; its score is the
+    // baseline of the prompt's responses.
+    if (config.algorithm.adv_estimator == "remax")
+      timed("gen_max", [&] {
+        RlBatch greedy = roles.generate(rollout_prompts(batch_prompts),
+                                        uint64_t((step - 1) * config.data.train_batch_size),
+                                        greedy_sampling(rollout, config.response_length(), seed), tokens.stop_ids,
+                                        num_candidates);
+        if (reward_model_input)
+          roles.compute_rm_scores(greedy, reward_model_input->sequences(greedy, batch_prompts));
+        else
+          score_batch(greedy, batch_prompts, reward.get(), *tokens.tokenizer, overlong, world);
+        for (RlResponse& r : batch) r.reward_baseline = greedy[size_t(r.group)].score;
+      });
     timed("reward", [&] {
       // verl's naive reward manager returns the reward model's scores when there are any.
       if (reward_model_input) {

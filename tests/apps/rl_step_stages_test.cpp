@@ -45,6 +45,23 @@ TEST(RlAdvantages, GrpoNormalisesEachGroupAndBroadcastsOverTheResponse) {
   EXPECT_EQ(batch[0].token_level_rewards, (std::vector<float>{0, 1}));
 }
 
+TEST(RlAdvantages, RemaxSubtractsThePromptsGreedyScoreFromTheReturns) {
+  // Prompt 0's greedy response scored 0.25, prompt 1's 1: each response's baseline (gen_max).
+  RlBatch batch = {response(0, 2, 1), response(0, 1, 0), response(1, 3, 0)};
+  batch[0].reward_baseline = batch[1].reward_baseline = 0.25;
+  batch[2].reward_baseline = 1;
+  AlgorithmConfig algorithm;
+  algorithm.adv_estimator = "remax";
+  rl::KlController kl(rl::KlControlConfig{});
+  compute_advantages(batch, algorithm, kl);
+  // returns = reverse cumsum of the token rewards (the score at the last token); A = returns - baseline.
+  EXPECT_EQ(batch[0].returns, (std::vector<float>{1, 1}));
+  EXPECT_EQ(batch[0].advantages, (std::vector<float>{0.75f, 0.75f}));
+  EXPECT_EQ(batch[1].advantages, (std::vector<float>{-0.25f}));
+  EXPECT_EQ(batch[2].returns, (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(batch[2].advantages, (std::vector<float>{-1, -1, -1}));
+}
+
 TEST(RlAdvantages, KlInRewardSubtractsBetaTimesTheKlAtEveryToken) {
   RlBatch batch = {response(0, 2, 1), response(0, 1, 0)};
   batch[1].old_log_probs = {-2.0f};
