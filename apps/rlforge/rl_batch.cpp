@@ -5,6 +5,8 @@
 #include "core/element_access.h"
 #include "core/error.h"
 
+#include "rl/seqlen_balancing.h"
+
 namespace rf::apps {
 namespace {
 
@@ -144,6 +146,29 @@ void store_column(RlBatch& batch, TensorView values_BT, std::vector<float> RlRes
     for (size_t t = 0; t < out.size(); ++t)
       out[t] = float(load_f64(values_BT, b * values_BT.stride(0) + int64_t(t) * values_BT.stride(1)));
   }
+}
+
+std::vector<std::vector<int64_t>> dp_shares(const RlBatch& batch, std::span<const int64_t> indices, int64_t dp_size,
+                                            bool balance) {
+  const int64_t n = int64_t(indices.size());
+  std::vector<std::vector<int64_t>> shares(static_cast<size_t>(dp_size));
+  if (balance && dp_size > 1 && n % dp_size == 0) {
+    std::vector<int64_t> workloads;
+    workloads.reserve(indices.size());
+    for (const int64_t i : indices) workloads.push_back(rl::sequence_workload(num_tokens(batch[size_t(i)])));
+    const std::vector<std::vector<int64_t>> parts = rl::balanced_partitions(workloads, dp_size, rl::PartSizes::equal);
+    for (size_t r = 0; r < parts.size(); ++r)
+      for (const int64_t k : parts[r]) shares[r].push_back(indices[size_t(k)]);
+    return shares;
+  }
+  const int64_t base = n / dp_size, extra = n % dp_size;
+  int64_t first = 0;
+  for (int64_t r = 0; r < dp_size; ++r) {
+    const int64_t count = base + (r < extra ? 1 : 0);
+    shares[size_t(r)].assign(indices.begin() + first, indices.begin() + first + count);
+    first += count;
+  }
+  return shares;
 }
 
 }  // namespace rf::apps

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,13 @@ Tensor column_matrix(const RlBatch& batch, std::vector<float> RlResponse::*colum
 Tensor response_mask_matrix(const RlBatch& batch);
 // Writes row b of values_BT (its first response-length entries) into response b's column.
 void store_column(RlBatch& batch, TensorView values_BT, std::vector<float> RlResponse::*column);
+
+// How a pass over responses `indices` splits among `dp_size` data-parallel ranks: the contiguous shares
+// (the first indices.size() % dp_size ranks one more), or with `balance` (trainer.balance_batch) and
+// dp_size dividing the count, equal-size shares whose token workloads (verl's 24576·L + L²) are balanced by
+// Karmarkar-Karp (rl/seqlen_balancing.h), each in the order of `indices`. Share r is rank r's.
+std::vector<std::vector<int64_t>> dp_shares(const RlBatch& batch, std::span<const int64_t> indices, int64_t dp_size,
+                                            bool balance);
 
 int64_t longest_response(const RlBatch& batch);
 int64_t num_tokens(const RlResponse& r);  // prompt + response

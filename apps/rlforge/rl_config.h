@@ -457,6 +457,7 @@ struct RlTrainerConfig {  // trainer
   std::optional<int64_t> max_actor_ckpt_to_keep;
   std::optional<int64_t> max_critic_ckpt_to_keep;
   std::string device = "cpu";
+  bool balance_batch = true;
   bool deterministic = false;
   int num_threads = 0;
   std::optional<double> time_budget_s;
@@ -486,6 +487,9 @@ struct RlTrainerConfig {  // trainer
       "with a critic: keep the newest k of its checkpoints (null: all); a step holds both roles, so it stays "
       "while either limit keeps it");
     f("device", device, "rlforge default cpu: the device (cpu)");
+    f("balance_batch", balance_batch,
+      "give each DP rank of a pass an equal number of responses with balanced token workloads (verl's "
+      "balance_batch; rlforge balances inside each mini-batch, so DP never changes what a mini-batch holds)");
     f("deterministic", deterministic,
       "rlforge: fixed thread count and batch-invariant kernels on every path: same seed, same metrics");
     f("num_threads", num_threads, "rlforge: OpenMP threads per rank (0: cores / ranks)");

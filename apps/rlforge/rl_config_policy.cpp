@@ -227,7 +227,6 @@ void add_algorithm_and_trainer_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"filter_groups.max_num_gen_batches", "0"}});
   add(keys, "trainer",
       {{"total_epochs", "30"},
-       {"balance_batch", "true"},
        {"esi_redundant_time", "0"},
        {"del_local_ckpt_after_load", "false"},
        {"default_hdfs_dir", "null"},

@@ -81,4 +81,27 @@ Metrics rollout_diff_metrics(const RlBatch& batch) {
   return m;
 }
 
+Metrics seqlen_balance_metrics(const RlBatch& batch, int64_t dp_size) {
+  std::vector<int64_t> all(batch.size());
+  std::iota(all.begin(), all.end(), 0);
+  const auto token_sums = [&](bool balance) {
+    std::vector<double> sums;
+    for (const std::vector<int64_t>& share : dp_shares(batch, all, dp_size, balance)) {
+      double tokens = 0;
+      for (const int64_t i : share) tokens += double(num_tokens(batch[size_t(i)]));
+      sums.push_back(tokens);
+    }
+    return sums;
+  };
+  const std::vector<double> contiguous = token_sums(false), balanced = token_sums(true);
+  const auto [low, high] = std::minmax_element(contiguous.begin(), contiguous.end());
+  const auto [balanced_low, balanced_high] = std::minmax_element(balanced.begin(), balanced.end());
+  return {{"global_seqlen/min", *low},
+          {"global_seqlen/max", *high},
+          {"global_seqlen/minmax_diff", *high - *low},
+          {"global_seqlen/balanced_min", *balanced_low},
+          {"global_seqlen/balanced_max", *balanced_high},
+          {"global_seqlen/mean", std::accumulate(contiguous.begin(), contiguous.end(), 0.0) / double(dp_size)}};
+}
+
 }  // namespace rf::apps

@@ -21,5 +21,9 @@ using Metrics = std::map<std::string, double>;
 Metrics data_metrics(const RlBatch& batch, int64_t max_prompt_length, int64_t max_response_length);
 // Needs rollout_log_probs and old_log_probs on every response.
 Metrics rollout_diff_metrics(const RlBatch& batch);
+// verl's balance_batch metrics over `dp_size` ranks (trainer.balance_batch): global_seqlen/{min,max,
+// minmax_diff} are the token sums of the contiguous shares the batch would split into, balanced_{min,max}
+// those of the balanced shares (dp_shares), mean the sum over the ranks.
+Metrics seqlen_balance_metrics(const RlBatch& batch, int64_t dp_size);
 
 }  // namespace rf::apps

@@ -109,8 +109,8 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
-// This rank's DP replica's contiguous share of `n` items (prompts to generate, responses to score): the
-// first n % replicas replicas take one more. (A placeholder context off the role: all of them.)
+// This rank's rollout replica's contiguous share of `n` prompts to generate: the first n % replicas
+// replicas take one more. (A placeholder context off the role: all of them.)
 std::vector<int64_t> replica_share(int64_t n, const dist::ParallelContext& parallel) {
   const int64_t replicas = parallel.dp().size(), replica = parallel.dp().rank();
   const int64_t base = n / replicas, extra = n % replicas;
@@ -118,6 +118,13 @@ std::vector<int64_t> replica_share(int64_t n, const dist::ParallelContext& paral
   std::vector<int64_t> share(static_cast<size_t>(base + (replica < extra ? 1 : 0)));
   std::iota(share.begin(), share.end(), first);
   return share;
+}
+
+// This rank's DP replica's share of a forward pass over every response of `batch` (dp_shares; a
+// placeholder context off the role: all of them).
+std::vector<int64_t> pass_share(const RlBatch& batch, const dist::ParallelContext& parallel, bool balance) {
+  const std::vector<int64_t> all = iota(int64_t(batch.size()));
+  return dp_shares(batch, all, parallel.dp().size(), balance)[size_t(parallel.dp().rank())];
 }
 
 // The mini-batches of a step's update, epoch after epoch: `mini_batch` responses each, in order or, with
@@ -146,18 +153,17 @@ struct UpdatePass {
   LossColumns columns;
   bool with_ref;  // the actor's micro-batches carry ref_log_prob
   MicroBatching batching;
+  bool balance;  // trainer.balance_batch: balanced DP shares of each mini-batch
   model::EntropyOutput entropy;
   double temperature;
   std::string prefix;  // of grad_norm and lr: actor or critic
 };
 
-// A mini-batch's micro-batches on this DP rank: rank r runs the contiguous r-th share of `indices`
-// (train_engine.h: the one-rank run of all of it is the reference).
+// A mini-batch's micro-batches on this DP rank: rank r runs the r-th of dp_shares(indices) (train_engine.h:
+// the one-rank run of all of it is the reference). The mini-batch is the same at every DP size.
 std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
                                                 const UpdatePass& pass) {
-  const int64_t dp = pass.dp.size(), rank = pass.dp.rank();
-  const int64_t share = int64_t(indices.size()) / dp;
-  const std::vector<int64_t> mine(indices.begin() + rank * share, indices.begin() + (rank + 1) * share);
+  const std::vector<int64_t> mine = dp_shares(batch, indices, pass.dp.size(), pass.balance)[size_t(pass.dp.rank())];
   std::vector<engine::TensorMap> result;
   for (const std::vector<int64_t>& group :
        split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens))
@@ -273,6 +279,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
       kernels_(kernels::run_kernel_config(config.trainer.deterministic)),
       rollout_kernels_(kernels::run_kernel_config(true)),
       actor_loss_(actor_loss_config(config)),
+      balance_batch_(config.trainer.balance_batch),
       uses_ref_(config.actor_rollout_ref.actor.use_kl_loss || config.algorithm.use_kl_in_reward) {
   const ActorSection& a = config.actor_rollout_ref.actor;
   const RolloutSection& r = config.actor_rollout_ref.rollout;
@@ -377,7 +384,7 @@ void RlRoles::share_columns(RlBatch& batch, const RoleRanks& role, const dist::P
 }
 
 Metrics RlRoles::compute_log_prob(RlBatch& batch) {
-  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), actor_parallel_);
+  const std::vector<int64_t> mine = pass_share(batch, actor_parallel_, balance_batch_);
   if (actor_) {
     const std::vector<std::vector<int64_t>> groups =
         split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens);
@@ -403,7 +410,7 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
 }
 
 void RlRoles::compute_ref(RlBatch& batch) {
-  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), ref_parallel_);
+  const std::vector<int64_t> mine = pass_share(batch, ref_parallel_, balance_batch_);
   if (ref_) {
     const int64_t per_mb =
         config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(log_prob_batching_.responses);
@@ -419,7 +426,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
 }
 
 void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
-  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), reward_model_parallel_);
+  const std::vector<int64_t> mine = pass_share(sequences, reward_model_parallel_, balance_batch_);
   if (reward_model_) {
     const std::vector<std::vector<int64_t>> groups =
         split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens);
@@ -441,7 +448,7 @@ void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
 }
 
 void RlRoles::compute_values(RlBatch& batch) {
-  const std::vector<int64_t> mine = replica_share(int64_t(batch.size()), critic_parallel_);
+  const std::vector<int64_t> mine = pass_share(batch, critic_parallel_, balance_batch_);
   if (critic_) {
     const std::vector<std::vector<int64_t>> groups =
         split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens);
@@ -466,6 +473,7 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
                           LossColumns::critic,
                           false,
                           critic_batching_,
+                          balance_batch_,
                           model::EntropyOutput::skip,
                           1.0,
                           "critic"};
@@ -492,6 +500,7 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
                           LossColumns::actor,
                           ref_ != nullptr,
                           actor_batching_,
+                          balance_batch_,
                           with_entropy ? model::EntropyOutput::compute : model::EntropyOutput::skip,
                           temperature_,
                           "actor"};

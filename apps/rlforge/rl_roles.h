@@ -95,6 +95,10 @@ class RlRoles {
   void sync_weights();
 
   bool has_ref() const { return uses_ref_; }
+  // The actor's data-parallel size (its ranks / its TP size), known on every rank.
+  int64_t actor_dp_size() const {
+    return actor_role_.size() / config_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+  }
   bool has_critic() const { return critic_loss_.has_value(); }
   bool has_reward_model() const { return config_.reward_model.enable; }
   // The actor's engine and its context: only on the actor's ranks (in_actor()).
@@ -112,6 +116,7 @@ class RlRoles {
    public:
     RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name);
     bool member() const { return member_; }
+    int64_t size() const { return ranks_.empty() ? world_.size() : int64_t(ranks_.size()); }
     bool everywhere() const { return own_ == nullptr && member_; }
     dist::ProcessGroup& group() { return own_ ? *own_ : world_; }
     int root() const { return root_; }  // its first world rank
@@ -142,6 +147,7 @@ class RlRoles {
   std::unique_ptr<engine::TrainEngine> critic_;
   std::unique_ptr<engine::InferEngine> reward_model_;
   rl::ActorLoss actor_loss_;
+  bool balance_batch_;  // trainer.balance_batch: the DP shares of every pass balanced by workload
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
   bool uses_ref_;        // a KL term needs the reference
   double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature

@@ -9,6 +9,7 @@
 #include "apps/rlforge/metrics_plot.h"
 #include "apps/rlforge/rl_advantages.h"
 #include "apps/rlforge/rl_generations.h"
+#include "apps/rlforge/rl_metrics.h"
 #include "apps/rlforge/rl_prompt_source.h"
 #include "apps/rlforge/rl_reward_model_input.h"
 #include "apps/rlforge/rl_roles.h"
@@ -364,6 +365,11 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
           score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, overlong, world);
       if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
     });
+    // verl's balance_batch metrics, over the actor's DP ranks (each pass balances its own shares).
+    if (trainer.balance_batch) {
+      const Metrics balance = seqlen_balance_metrics(batch, roles.actor_dp_size());
+      m.insert(balance.begin(), balance.end());
+    }
     if (lead && trainer.rollout_data_dir)
       timed("dump_rollout_generations", [&] {
         dump_generations(*trainer.rollout_data_dir, step, generations_of(batch, batch_prompts, *tokens.tokenizer));

@@ -3,9 +3,11 @@
 // mask and the per-token columns (the actor's, or the critic's values and returns) there and nowhere
 // else; read_token_column reads the same positions back; the (B, T) matrices pad with zeros.
 #include "apps/rlforge/rl_batch.h"
+#include "apps/rlforge/rl_metrics.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace rf::apps {
@@ -101,6 +103,72 @@ TEST(RlBatch, SplitsMicroBatchesByCountOrByTokens) {
   EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 8), (std::vector<std::vector<int64_t>>{{0}, {1}}));
   // A response longer than the budget still gets a micro-batch of its own.
   EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 3), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+}
+
+// Responses of 1 + `lengths[i]` tokens (a one-token prompt).
+RlBatch of_lengths(const std::vector<int64_t>& lengths) {
+  RlBatch batch;
+  for (const int64_t length : lengths) {
+    RlResponse r;
+    r.prompt = {1};
+    r.response.assign(size_t(length), 2);
+    batch.push_back(std::move(r));
+  }
+  return batch;
+}
+
+int64_t tokens_of(const RlBatch& batch, const std::vector<int64_t>& share) {
+  int64_t tokens = 0;
+  for (const int64_t i : share) tokens += num_tokens(batch[size_t(i)]);
+  return tokens;
+}
+
+TEST(RlBatch, DpSharesAreContiguousUnlessBalanced) {
+  const RlBatch batch = of_lengths({1, 2, 3, 4, 5, 6});
+  const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(dp_shares(batch, all, 2, false), (std::vector<std::vector<int64_t>>{{0, 1, 2}, {3, 4, 5}}));
+  EXPECT_EQ(dp_shares(batch, all, 4, false), (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}, {4}, {5}}));
+  EXPECT_EQ(dp_shares(batch, all, 1, true), (std::vector<std::vector<int64_t>>{all}));
+  // 6 does not split into 4 equal shares: contiguous, as without balancing.
+  EXPECT_EQ(dp_shares(batch, all, 4, true), dp_shares(batch, all, 4, false));
+}
+
+TEST(RlBatch, BalancedDpSharesHaveEqualCountsAndEvenTokens) {
+  // Contiguous halves hold 2+3+4+5 = 14 and 7+8+9+20 = 44 tokens (one-token prompts included).
+  const RlBatch batch = of_lengths({1, 2, 3, 4, 6, 7, 8, 19});
+  const std::vector<int64_t> indices = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<std::vector<int64_t>> shares = dp_shares(batch, indices, 2, true);
+  ASSERT_EQ(shares.size(), 2u);
+  std::vector<int64_t> seen;
+  for (const std::vector<int64_t>& share : shares) {
+    EXPECT_EQ(share.size(), 4u);
+    EXPECT_TRUE(std::is_sorted(share.begin(), share.end()));
+    seen.insert(seen.end(), share.begin(), share.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, indices);
+  // Contiguous halves: 14 and 44 tokens. Karmarkar-Karp pairs the sorted workloads and merges the widest
+  // spreads first: {20, 7, 4, 2} and {9, 8, 5, 3} = 33 and 25.
+  const int64_t first = tokens_of(batch, shares[0]), second = tokens_of(batch, shares[1]);
+  EXPECT_EQ(std::min(first, second), 25);
+  EXPECT_EQ(std::max(first, second), 33);
+  // A mini-batch in shuffled order: its own indices, each share in the mini-batch's order. Tokens 9, 20, 2, 3:
+  // the longest goes with the shortest.
+  const std::vector<std::vector<int64_t>> mini = dp_shares(batch, std::vector<int64_t>{6, 7, 0, 1}, 2, true);
+  std::vector<std::vector<int64_t>> sorted_shares = mini;
+  std::sort(sorted_shares.begin(), sorted_shares.end());
+  EXPECT_EQ(sorted_shares, (std::vector<std::vector<int64_t>>{{6, 1}, {7, 0}}));
+}
+
+TEST(RlMetrics, SeqlenBalanceMetricsCompareContiguousAndBalancedShares) {
+  const RlBatch batch = of_lengths({1, 2, 3, 4, 6, 7, 8, 19});
+  const Metrics m = seqlen_balance_metrics(batch, 2);
+  EXPECT_EQ(m.at("global_seqlen/min"), 14);
+  EXPECT_EQ(m.at("global_seqlen/max"), 44);
+  EXPECT_EQ(m.at("global_seqlen/minmax_diff"), 30);
+  EXPECT_EQ(m.at("global_seqlen/balanced_min"), 25);
+  EXPECT_EQ(m.at("global_seqlen/balanced_max"), 33);
+  EXPECT_EQ(m.at("global_seqlen/mean"), 29);
 }
 
 }  // namespace

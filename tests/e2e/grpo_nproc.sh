@@ -2,7 +2,8 @@
 # `rlforge train --nproc 2` (the actor at DP 2 with its mini-batches split over the ranks, every role
 # colocated on both ranks) against one process: the same responses (the draws are keyed, not
 # scheduled), the same scores and validation, and losses, gradient norms, entropy and KL within 1e-4
-# relative (the DP sum of the gradients adds in another order).
+# relative (the DP sum of the gradients adds in another order). The DP shares are balanced by token
+# workload (trainer.balance_batch) and still give the one-process run.
 source "$(dirname "$0")/common.sh"
 "$RLFORGE" sft --config examples/sft_arith.yaml trainer.default_local_dir="$SCRATCH/sft" \
   trainer.total_training_steps=300 trainer.test_freq=300 trainer.save_freq=300 trainer.num_threads=2 \
@@ -16,3 +17,15 @@ quiet timeout 300 "$RLFORGE" "${args[@]}" trainer.num_threads=1 trainer.default_
 quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" trainer.default_local_dir="$SCRATCH/two"
 [ -f "$SCRATCH/two/global_step_3/huggingface/model.safetensors" ] || fail "no checkpoint from the two-rank run"
 python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/two/metrics.jsonl" 3 "two ranks"
+# trainer.balance_batch (verl's default, on here): each pass's DP shares are balanced by token workload;
+# verl's global_seqlen metrics say by how much, over the actor's 2 DP ranks.
+python3 - "$SCRATCH/two/metrics.jsonl" <<'PY'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r["step"] > 0]
+for r in steps:
+    low, high = r["global_seqlen/balanced_min"], r["global_seqlen/balanced_max"]
+    assert r["global_seqlen/min"] <= low <= high <= r["global_seqlen/max"], r
+    assert abs(r["global_seqlen/mean"] - (r["global_seqlen/min"] + r["global_seqlen/max"]) / 2) < 1e-9, r
+print("ok: balanced DP shares:", [(r["global_seqlen/max"] - r["global_seqlen/min"],
+                                   r["global_seqlen/balanced_max"] - r["global_seqlen/balanced_min"]) for r in steps])
+PY
