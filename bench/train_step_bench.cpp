@@ -31,6 +31,7 @@
 #include "engine/train_engine.h"
 #include "kernels/gemm_choice.h"
 #include "kernels/gemm_peak.h"
+#include "model/model_flops.h"
 #include "train_step_setup.h"
 
 namespace {
@@ -46,18 +47,10 @@ struct BenchOptions {
   int num_threads = 0;  // 0: one per core
 };
 
-// The weights every token multiplies through: q, k, v, o, gate, up, down per layer and the LM head
-// (the embedding is a lookup and the norm gains are elementwise).
-double matmul_params(const rf::model::ModelConfig& c) {
-  const double C = double(c.hidden_size), D = double(c.head_dim), F = double(c.intermediate_size);
-  const double attention = C * D * double(2 * c.num_attention_heads + 2 * c.num_key_value_heads);
-  return double(c.num_hidden_layers) * (attention + 3.0 * C * F) + double(c.vocab_size) * C;
-}
-
+// Training FLOPs per token of documents of T tokens (model/model_flops.h).
 double flops_per_token(const rf::model::ModelConfig& c, int64_t T) {
-  const double attention = 6.0 * double(c.num_hidden_layers) * double(T) *
-                           double(c.num_attention_heads * c.head_dim);
-  return 6.0 * matmul_params(c) + attention;
+  const int64_t lengths[] = {T};
+  return rf::model::train_flops(c, lengths) / double(T);
 }
 
 // Every line of `text` as a `# ` comment, so the summary lines stay easy to grep.

@@ -99,6 +99,13 @@ class RlRoles {
   int64_t actor_dp_size() const {
     return actor_role_.size() / config_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
   }
+  // How many world ranks each role runs on, known on every rank (the denominators of MFU).
+  struct RankCounts {
+    int64_t actor, rollout, ref, critic, reward_model;
+  };
+  RankCounts rank_counts() const {
+    return {actor_role_.size(), rollout_role_.size(), ref_role_.size(), critic_role_.size(), reward_model_role_.size()};
+  }
   bool has_critic() const { return critic_loss_.has_value(); }
   bool has_reward_model() const { return config_.reward_model.enable; }
   // The actor's engine and its context: only on the actor's ranks (in_actor()).

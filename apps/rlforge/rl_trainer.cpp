@@ -25,6 +25,8 @@
 #include "data/data_cursor.h"
 #include "engine/hf_checkpoint.h"
 #include "formats/atomic_file.h"
+#include "kernels/gemm_peak.h"
+#include "model/model_flops.h"
 #include "rl/kl_controller.h"
 #include "rl/rewards/python_reward_pool.h"
 #include "rl/rewards/reward_scorer.h"
@@ -206,6 +208,52 @@ void add_memory_metrics(nlohmann::json& row, const MemoryTracker& tracker) {
   }
 }
 
+// What MFU needs besides the step's timings: each model's config, the roles' rank counts and the
+// measured GEMM peak of the actor's and the rollout's compute dtypes (world rank 0 only, which logs).
+struct MfuInputs {
+  const RlConfig& config;
+  const model::ModelConfig& policy;
+  const model::ModelConfig* critic;        // null without a critic
+  const model::ModelConfig* reward_model;  // null without a reward model
+  RlRoles::RankCounts ranks;
+  double actor_peak_gflops, rollout_peak_gflops;
+};
+
+// verl's perf/mfu/{actor, actor_infer, critic} (and rlforge's rollout, ref, critic_infer, reward_model) with
+// MindSpeed's perf/tflops/<stage> per rank: each stage's model FLOPs (model/model_flops.h; an update counts
+// its epochs) over its time and its role's ranks, against the GEMM peak measured at start-up.
+Metrics mfu_metrics(const Metrics& timing, const RlBatch& batch, const RlBatch* rm_sequences, const MfuInputs& in) {
+  std::vector<int64_t> lengths;
+  for (const RlResponse& r : batch) lengths.push_back(num_tokens(r));
+  Metrics m;
+  const auto add = [&](const std::string& stage, const std::string& name, double flops, int64_t ranks, double peak) {
+    const auto it = timing.find("timing_s/" + stage);
+    if (it == timing.end() || !(it->second > 0) || !(peak > 0)) return;
+    const double per_rank = flops / it->second / double(ranks);
+    m["perf/mfu/" + name] = per_rank / (peak * 1e9);
+    m["perf/tflops/" + name] = per_rank / 1e12;
+  };
+  const RlConfig& c = in.config;
+  const double policy_forward = model::forward_flops(in.policy, lengths);
+  add("gen", "rollout", policy_forward, in.ranks.rollout, in.rollout_peak_gflops);
+  add("old_log_prob", "actor_infer", policy_forward, in.ranks.actor, in.actor_peak_gflops);
+  add("ref", "ref", policy_forward, in.ranks.ref, in.actor_peak_gflops);
+  add("update_actor", "actor", double(c.actor_rollout_ref.actor.ppo_epochs) * model::train_flops(in.policy, lengths),
+      in.ranks.actor, in.actor_peak_gflops);
+  if (in.critic) {
+    add("values", "critic_infer", model::forward_flops(*in.critic, lengths), in.ranks.critic, in.actor_peak_gflops);
+    add("update_critic", "critic", double(c.critic_ppo_epochs()) * model::train_flops(*in.critic, lengths),
+        in.ranks.critic, in.actor_peak_gflops);
+  }
+  if (in.reward_model && rm_sequences) {
+    std::vector<int64_t> rm_lengths;
+    for (const RlResponse& r : *rm_sequences) rm_lengths.push_back(num_tokens(r));
+    add("reward", "reward_model", model::forward_flops(*in.reward_model, rm_lengths), in.ranks.reward_model,
+        in.actor_peak_gflops);
+  }
+  return m;
+}
+
 // The step to resume from, per trainer.resume_mode (spec §2.8).
 std::optional<int64_t> resume_step(const RlTrainerConfig& t, const std::string& run_dir) {
   if (t.resume_mode == "disable") return std::nullopt;
@@ -272,6 +320,22 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   const std::optional<model::HfModelFolder> critic_folder =
       config.uses_critic() ? std::make_optional(critic_hf_folder(config)) : std::nullopt;
   roles.load_initial_weights(model_dir);
+  const std::optional<model::HfModelFolder> reward_model_folder =
+      config.reward_model.enable ? std::make_optional(model::HfModelFolder::open(*config.reward_model.model.path))
+                                 : std::nullopt;
+  // The GEMM peak MFU divides by, measured where the metrics are written (~1.5 s per dtype).
+  const DType actor_dtype = config.actor_rollout_ref.actor.megatron.compute_dtype();
+  const DType rollout_dtype = engine::EngineConfig{.dtype = config.actor_rollout_ref.rollout.dtype}.compute_dtype();
+  const double actor_peak = lead ? kernels::measure_gemm_peak(actor_dtype).best() : 0.0;
+  const double rollout_peak =
+      !lead ? 0.0 : rollout_dtype == actor_dtype ? actor_peak : kernels::measure_gemm_peak(rollout_dtype).best();
+  const MfuInputs mfu{config,
+                      folder.config,
+                      critic_folder ? &critic_folder->config : nullptr,
+                      reward_model_folder ? &reward_model_folder->config : nullptr,
+                      roles.rank_counts(),
+                      actor_peak,
+                      rollout_peak};
 
   data::DataCursor cursor = prompts.start();
   rl::KlControlConfig kl_config;
@@ -336,7 +400,7 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
       m["timing_s/" + stage] = clock.seconds();
     };
     const std::vector<PromptRow> batch_prompts = prompts.next_batch(cursor);
-    RlBatch batch;
+    RlBatch batch, rm_sequences;
     timed("gen", [&] {
       batch = roles.generate(rollout_prompts(batch_prompts), uint64_t((step - 1) * config.data.train_batch_size),
                              train_sampling(rollout, config.response_length(), seed), tokens.stop_ids, num_candidates);
@@ -358,7 +422,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
     timed("reward", [&] {
       // verl's naive reward manager returns the reward model's scores when there are any.
       if (reward_model_input) {
-        roles.compute_rm_scores(batch, reward_model_input->sequences(batch, batch_prompts));
+        rm_sequences = reward_model_input->sequences(batch, batch_prompts);
+        roles.compute_rm_scores(batch, rm_sequences);
         return;
       }
       const int64_t failed =
@@ -444,6 +509,10 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
     m["perf/total_num_tokens"] = double(step_tokens);
     m["perf/time_per_step"] = seconds;
     m["perf/throughput"] = double(step_tokens) / seconds / double(world.size());
+    if (lead) {
+      const Metrics utilization = mfu_metrics(m, batch, reward_model_input ? &rm_sequences : nullptr, mfu);
+      m.insert(utilization.begin(), utilization.end());
+    }
     m["training/global_step"] = double(step);
     nlohmann::json row = {{"step", step}};
     for (const auto& [k, value] : m) row[k] = value;

@@ -26,6 +26,7 @@
 #include "formats/atomic_file.h"
 #include "kernels/gemm_choice.h"
 #include "kernels/gemm_peak.h"
+#include "model/model_flops.h"
 
 namespace rf::apps {
 namespace {
@@ -104,16 +105,11 @@ engine::LossOutput token_mean_nll(const engine::TensorMap& mb, const model::Mode
   return result;
 }
 
-// Training FLOPs of one micro-batch: 6 per parameter per token for the GEMMs, plus causal attention
-// (QK^T and PV: 2 T^2 H D per document and layer forward, x3 with backward).
-double train_flops(const model::ModelConfig& c, int64_t num_matmul_params, std::span<const int32_t> cu_seqlens) {
-  double tokens = 0, attention = 0;
-  for (size_t d = 0; d + 1 < cu_seqlens.size(); ++d) {
-    const double T = cu_seqlens[d + 1] - cu_seqlens[d];
-    tokens += T;
-    attention += 6.0 * T * T * double(c.num_hidden_layers * c.num_attention_heads * c.head_dim);
-  }
-  return 6.0 * double(num_matmul_params) * tokens + attention;
+// Training FLOPs of one micro-batch (model/model_flops.h), its documents' lengths from cu_seqlens.
+double train_flops(const model::ModelConfig& c, std::span<const int32_t> cu_seqlens) {
+  std::vector<int64_t> lengths;
+  for (size_t d = 0; d + 1 < cu_seqlens.size(); ++d) lengths.push_back(cu_seqlens[d + 1] - cu_seqlens[d]);
+  return model::train_flops(c, lengths);
 }
 
 struct Evaluation {
@@ -220,8 +216,6 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
   const bool jsonl = std::find(trainer.logger.begin(), trainer.logger.end(), "jsonl") != trainer.logger.end();
   MetricsLog metrics(jsonl && lead ? (run_dir / "metrics.jsonl").string() : std::string(), start_step);
   const std::string task_name = source.name();
-  const int64_t embedding_params = model_config.vocab_size * model_config.hidden_size;
-  const int64_t matmul_params = engine.num_parameters() - (model_config.tie_word_embeddings ? 0 : embedding_params);
   const double peak_gflops = kernels::measure_gemm_peak(engine.compute_dtype()).best();
 
   SftSummary summary;
@@ -239,7 +233,7 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
       const size_t last = std::min(share.size(), first + size_t(data_config.micro_batch_size_per_gpu));
       const std::vector<data::Example> examples(share.begin() + int64_t(first), share.begin() + int64_t(last));
       for (data::SftMicroBatch& mb : builder.build(examples)) {
-        flops += train_flops(model_config, matmul_params, mb.cu_seqlens);
+        flops += train_flops(model_config, mb.cu_seqlens);
         micro_batches.push_back(engine::make_micro_batch(std::move(mb.tokens_N), std::move(mb.positions_N),
                                                          std::move(mb.targets_N), std::move(mb.cu_seqlens)));
       }
