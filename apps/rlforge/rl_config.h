@@ -11,6 +11,7 @@
 // Cross-section checks (mini-batches dividing the batch, ...) are RlConfig::validate (rl_config.cpp).
 #pragma once
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <optional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "config/path_list.h"
+#include "core/error.h"
 #include "engine/engine_config.h"
 #include "optim/optim_config.h"
 #include "rl/rewards/overlong_penalty.h"
@@ -149,6 +151,27 @@ struct ValKwargs {  // actor_rollout_ref.rollout.val_kwargs
   }
 };
 
+struct CheckpointEngineSection {  // actor_rollout_ref.rollout.checkpoint_engine: the weight sync (weight_sync.h)
+  std::string backend = "naive";
+  int64_t update_weights_bucket_megabytes = 2048;
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("backend", backend, "naive: rlforge's WeightSync over its MPI ranks (nccl, hccl and nixl are GPU transports)");
+    f("update_weights_bucket_megabytes", update_weights_bucket_megabytes,
+      "bytes per broadcast of the actor's weights to rollout ranks it does not share, in MiB");
+  }
+  void validate() const {
+    if (backend != "naive")
+      throw ConfigError("backend", fmt::format("'{}': expected naive (rlforge's weight sync over MPI; nccl, hccl and "
+                                               "nixl move GPU memory)",
+                                               backend));
+    if (update_weights_bucket_megabytes <= 0)
+      throw ConfigError("update_weights_bucket_megabytes",
+                        fmt::format("must be positive, got {}", update_weights_bucket_megabytes));
+  }
+};
+
 struct RolloutSection {  // actor_rollout_ref.rollout
   std::string name = "rlforge";
   YAML::Node device_mapping;  // role_placement.h
@@ -173,6 +196,7 @@ struct RolloutSection {  // actor_rollout_ref.rollout
   std::optional<int64_t> log_prob_micro_batch_size_per_gpu;
   bool calculate_log_probs = true;
   ValKwargs val_kwargs;
+  CheckpointEngineSection checkpoint_engine;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -203,6 +227,7 @@ struct RolloutSection {  // actor_rollout_ref.rollout
     f("calculate_log_probs", calculate_log_probs,
       "rlforge default true: return the rollout's log-probs (logged against the recomputed old log-probs)");
     f("val_kwargs", val_kwargs, "sampling in validation");
+    f("checkpoint_engine", checkpoint_engine, "how the actor's weights reach the rollout after each update");
   }
 };
 

@@ -139,8 +139,6 @@ void add_rollout_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"agent.num_workers", "8"},
        {"agent.default_agent_loop", "single_turn_agent"},
        {"agent.agent_loop_config_path", "null"},
-       {"checkpoint_engine.backend", "naive"},
-       {"checkpoint_engine.update_weights_bucket_megabytes", "2048"},
        {"trace.backend", "null"},
        {"skip_rollout", "false"},
        {"quantization", "null"},

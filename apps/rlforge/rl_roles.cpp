@@ -318,6 +318,8 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
           engine_capacity(reward_model_batching_, reward_model_batching_.responses,
                           std::max(longest, rm.max_length.value_or(0))));
   }
+  weight_sync_ = std::make_unique<WeightSync>(
+      world, placement.actor, placement.rollout, r.checkpoint_engine.update_weights_bucket_megabytes << 20);
   if (!config.uses_critic()) return;
   critic_loss_.emplace(critic_loss_config(config));
   critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
@@ -512,31 +514,20 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
   return metrics;
 }
 
-void RlRoles::sync_weights() {
-  if (actor_role_.contains(rollout_role_)) {
-    // Every rollout rank is an actor rank: each takes the whole tensors its own actor export streams.
-    if (actor_)
-      actor_->export_weights([&](const std::string& name, TensorView full) {
-        if (rollout_) rollout_->update_weights(name, full);
-      });
-  } else {
-    // The rollout has ranks of its own: the actor's first rank sends every whole tensor to the world.
-    WeightStream stream(world_, actor_role_.root());
-    if (actor_) {
-      actor_->export_weights([&](const std::string& name, TensorView full) {
-        stream.send(name, full);
-        if (rollout_) rollout_->update_weights(name, full);
-      });
-      stream.finish();
-    } else {
-      stream.receive([&](const std::string& name, TensorView full) {
-        if (rollout_) rollout_->update_weights(name, full);
-      });
-    }
-  }
+Metrics RlRoles::sync_weights() {
+  const WeightSync::Export export_actor = [&](const WeightSync::Sink& sink) { actor_->export_weights(sink); };
+  const WeightSync::Sink load_rollout = [&](const std::string& name, TensorView full) {
+    rollout_->update_weights(name, full);
+  };
+  const WeightSync::Report report =
+      weight_sync_->sync(actor_ ? &export_actor : nullptr, rollout_ ? &load_rollout : nullptr);
   // The actor is idle from here to the next step's old-log-prob pass (generation runs on the
   // rollout's own weights): what the config offloads leaves the device tier.
   if (actor_) actor_->offload(engine::configured_offload(config_.actor_rollout_ref.actor.megatron));
+  const double bytes = world_.all_reduce_scalar(double(report.bytes_received), dist::ReduceOp::sum);
+  // The checksum's low 48 bits: an integer a double holds exactly, enough to tell two syncs apart.
+  return {{"perf/update_weights_bytes", bytes},
+          {"rollout/weights_checksum", double(report.checksum & ((uint64_t(1) << 48) - 1))}};
 }
 
 }  // namespace rf::apps

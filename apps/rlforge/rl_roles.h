@@ -12,7 +12,8 @@
 //   compute_values   values with the critic
 //   update_critic    mini-batches x critic.ppo_epochs through CriticLoss, one optimizer step per mini-batch
 //   update_actor     mini-batches x ppo_epochs through ActorLoss, one optimizer step per mini-batch
-//   sync_weights     the actor's weights streamed into the rollout's layout, one tensor at a time
+//   sync_weights     the actor's weights into the rollout's layout (weight_sync.h: colocated, or streamed in
+//                    buckets to the rollout's ranks only, checksummed)
 // Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
 // the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
 // reference and the reward model after their passes, the critic after its values pass (its weights)
@@ -39,6 +40,7 @@
 #include "apps/rlforge/rl_config.h"
 #include "apps/rlforge/rl_metrics.h"
 #include "apps/rlforge/role_placement.h"
+#include "apps/rlforge/weight_sync.h"
 #include "engine/infer_engine.h"
 #include "engine/rollout/rollout_engine.h"
 #include "engine/train_engine.h"
@@ -92,7 +94,8 @@ class RlRoles {
   Metrics update_critic(RlBatch& batch, int64_t step);
   // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr.
   Metrics update_actor(RlBatch& batch, int64_t step);
-  void sync_weights();
+  // Returns perf/update_weights_bytes (received over the network, all ranks) and rollout/weights_checksum.
+  Metrics sync_weights();
 
   bool has_ref() const { return uses_ref_; }
   // The actor's data-parallel size (its ranks / its TP size), known on every rank.
@@ -153,6 +156,7 @@ class RlRoles {
   std::unique_ptr<engine::InferEngine> ref_;
   std::unique_ptr<engine::TrainEngine> critic_;
   std::unique_ptr<engine::InferEngine> reward_model_;
+  std::unique_ptr<WeightSync> weight_sync_;
   rl::ActorLoss actor_loss_;
   bool balance_batch_;  // trainer.balance_batch: the DP shares of every pass balanced by workload
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic

@@ -461,7 +461,10 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
         const Metrics actor = roles.update_actor(batch, step);
         m.insert(actor.begin(), actor.end());
       });
-      timed("update_weights", [&] { roles.sync_weights(); });
+      timed("update_weights", [&] {
+        const Metrics sync = roles.sync_weights();
+        m.insert(sync.begin(), sync.end());
+      });
     }
     const Metrics data = data_metrics(batch, config.prompt_length(), config.response_length());
     m.insert(data.begin(), data.end());

@@ -9,9 +9,6 @@
 namespace rf::apps {
 namespace {
 
-// WeightStream's header: [more (1) or done (0), dtype, rank, numel, dims x 4, name length].
-constexpr int64_t kHeader = 9;
-
 nlohmann::json response_json(const RlResponse& r) {
   return {{"group", r.group}, {"prompt", r.prompt}, {"response", r.response}, {"truncated", r.truncated},
           {"rollout_log_probs", r.rollout_log_probs}};
@@ -167,41 +164,6 @@ void broadcast_scores(RlBatch& batch, const std::optional<std::string>& error, d
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i].score = scores[i].at("score").get<double>();
     batch[i].reward_extra = scores[i].at("extra").get<std::map<std::string, double>>();
-  }
-}
-
-void WeightStream::send(const std::string& name, TensorView full) {
-  RF_CHECK(full.rank() <= 4 && full.is_contiguous(), "WeightStream: {} must be contiguous of rank <= 4, got {}", name,
-           full.describe());
-  int64_t header[kHeader] = {1, int64_t(full.dtype()), full.rank(), full.numel(), 1, 1, 1, 1, int64_t(name.size())};
-  for (int d = 0; d < full.rank(); ++d) header[4 + d] = full.size(d);
-  world_.broadcast(TensorView(header, DType::i64, {kHeader}), root_);
-  std::vector<uint8_t> name_bytes(name.begin(), name.end());
-  world_.broadcast(TensorView(name_bytes.data(), DType::u8, {int64_t(name_bytes.size())}), root_);
-  if (world_.rank() == root_) {
-    world_.broadcast(full, root_);
-  } else {  // an actor rank with the same tensor: receive into a copy, never into the engine's memory
-    const Tensor copy(full.shape(), full.dtype());
-    world_.broadcast(copy, root_);
-  }
-}
-
-void WeightStream::finish() {
-  int64_t header[kHeader] = {};
-  world_.broadcast(TensorView(header, DType::i64, {kHeader}), root_);
-}
-
-void WeightStream::receive(const Sink& sink) {
-  for (;;) {
-    int64_t header[kHeader] = {};
-    world_.broadcast(TensorView(header, DType::i64, {kHeader}), root_);
-    if (header[0] == 0) return;
-    std::vector<uint8_t> name_bytes(static_cast<size_t>(header[8]));
-    world_.broadcast(TensorView(name_bytes.data(), DType::u8, {header[8]}), root_);
-    std::vector<int64_t> dims(header + 4, header + 4 + header[2]);
-    const Tensor full(Shape(dims.begin(), dims.end()), DType(header[1]));
-    world_.broadcast(full, root_);
-    sink(std::string(name_bytes.begin(), name_bytes.end()), full);
   }
 }
 

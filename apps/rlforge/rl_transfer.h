@@ -6,9 +6,8 @@
 //   gather_columns     per-token columns (old log-probs, entropy, ref log-probs, values) computed by a role's
 //                      DP replicas, each a share of the responses, brought together on every rank
 //                      (gather_scores: a reward model's scores);
-//   broadcast_metrics  a stage's metrics from the rank that computed them (broadcast_scores: the rewards);
-//   WeightStream       the actor's weights, one whole tensor at a time, from the actor's first rank to
-//                      every rank (the rollout's ranks load them into their layout).
+//   broadcast_metrics  a stage's metrics from the rank that computed them (broadcast_scores: the rewards).
+// The actor's weights travel by weight_sync.h.
 // Bytes are CBOR documents of the response fields (exact for floats): bookkeeping, not activations.
 #pragma once
 
@@ -41,22 +40,5 @@ void broadcast_metrics(Metrics& metrics, dist::ProcessGroup& world, int root);
 // Every response's score and reward extras set on every rank to `root`'s, or, when `error` is set on the
 // root (its scoring failed), that error thrown on every rank (so no rank waits for scores that never come).
 void broadcast_scores(RlBatch& batch, const std::optional<std::string>& error, dist::ProcessGroup& world, int root);
-
-// The actor's weights from world rank `root` to every rank. The root's side and the other actor ranks
-// call send() for each tensor, in the same order (their export is collective over the actor's TP group),
-// then finish(); every other rank calls receive(), which returns each tensor to `sink` until the root
-// finishes. Each send is one small broadcast of the name and shape, then the tensor's bytes.
-class WeightStream {
- public:
-  using Sink = std::function<void(const std::string& name, TensorView full)>;
-  WeightStream(dist::ProcessGroup& world, int root) : world_(world), root_(root) {}
-  void send(const std::string& name, TensorView full);
-  void finish();
-  void receive(const Sink& sink);
-
- private:
-  dist::ProcessGroup& world_;
-  int root_;
-};
 
 }  // namespace rf::apps

@@ -1,14 +1,16 @@
 // The RL controller's transfers between ranks (apps/rlforge/rl_transfer.h) under mpirun, each against
 // what one rank holds: responses gathered from the rollout's replicas, per-token columns and scores
 // gathered from a role's DP shares (uneven ones included), scores, errors and metrics broadcast, and the
-// actor's weights streamed to ranks without them.
+// actor's weights synced into the rollout (colocated, and streamed in buckets to its ranks only).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <optional>
 
 #include "apps/rlforge/rl_transfer.h"
+#include "apps/rlforge/weight_sync.h"
 #include "core/error.h"
 #include "mpi_test_world.h"
 
@@ -139,34 +141,114 @@ TEST(RlTransfer, ScoresMetricsAndTheScoringErrorReachEveryRank) {
   EXPECT_EQ(metrics, (Metrics{{"critic/vf_loss", 0.1 + 0.2}, {"critic/grad_norm", 3.5}}));
 }
 
-TEST(RlTransfer, WeightStreamDeliversEveryTensorWholeInOrder) {
-  const int root = 0;
+// Three tensors of any dtype (an i64 one beyond a double's integers), the same on every rank.
+std::vector<std::pair<std::string, Tensor>> some_weights() {
   std::vector<std::pair<std::string, Tensor>> weights;
   for (int k = 0; k < 3; ++k) {
-    Tensor t({2, 3 + k}, k == 1 ? DType::i64 : DType::f32);  // any dtype travels as bytes
+    Tensor t({2, 3 + k}, k == 1 ? DType::i64 : DType::f32);
     for (int64_t i = 0; i < t.numel(); ++i)
       if (k == 1)
-        t.data<int64_t>()[i] = (int64_t(1) << 53) + 1 + i;  // beyond a double's integers
+        t.data<int64_t>()[i] = (int64_t(1) << 53) + 1 + i;
       else
         t.data<float>()[i] = float(k * 100 + i) + 0.25f;
     weights.emplace_back("model.layers." + std::to_string(k) + ".w", std::move(t));
   }
-  WeightStream stream(world(), root);
-  if (world().rank() == root) {
-    for (const auto& [name, t] : weights) stream.send(name, t);
-    stream.finish();
-    return;
+  return weights;
+}
+
+// What a rank's rollout received, and the sync's report there.
+struct Received {
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> tensors;
+  WeightSync::Report report;
+};
+
+// One sync with the actor on `actor_ranks` and the rollout on `rollout_ranks` (empty: all), buckets of
+// `bucket_bytes`.
+Received sync_once(const std::vector<int>& actor_ranks, const std::vector<int>& rollout_ranks, int64_t bucket_bytes) {
+  const auto weights = some_weights();
+  const auto on = [](const std::vector<int>& ranks) {
+    return ranks.empty() || std::find(ranks.begin(), ranks.end(), world().rank()) != ranks.end();
+  };
+  WeightSync sync(world(), actor_ranks, rollout_ranks, bucket_bytes);
+  Received received;
+  const WeightSync::Export exporter = [&](const WeightSync::Sink& sink) {
+    for (const auto& [name, t] : weights) sink(name, t);
+  };
+  const WeightSync::Sink loader = [&](const std::string& name, TensorView full) {
+    const auto* bytes = static_cast<const uint8_t*>(full.raw());
+    received.tensors.emplace_back(name, std::vector<uint8_t>(bytes, bytes + full.nbytes()));
+  };
+  received.report = sync.sync(on(actor_ranks) ? &exporter : nullptr, on(rollout_ranks) ? &loader : nullptr);
+  return received;
+}
+
+void expect_every_tensor(const Received& received) {
+  const auto weights = some_weights();
+  ASSERT_EQ(received.tensors.size(), weights.size());
+  uint64_t checksum = kFnvOffset;
+  for (size_t k = 0; k < weights.size(); ++k) {
+    EXPECT_EQ(received.tensors[k].first, weights[k].first);
+    const TensorView expected = weights[k].second.view();
+    ASSERT_EQ(received.tensors[k].second.size(), size_t(expected.nbytes()));
+    EXPECT_EQ(std::memcmp(received.tensors[k].second.data(), expected.raw(), expected.nbytes()), 0);
+    checksum = weight_checksum(checksum, weights[k].first, expected);
   }
-  size_t received = 0;
-  stream.receive([&](const std::string& name, TensorView full) {
-    ASSERT_LT(received, weights.size());
-    const auto& [expected_name, expected] = weights[received++];
-    EXPECT_EQ(name, expected_name);
-    ASSERT_EQ(full.shape(), expected.shape()) << name;
-    ASSERT_EQ(full.dtype(), expected.dtype()) << name;
-    EXPECT_EQ(std::memcmp(full.raw(), expected.view().raw(), full.nbytes()), 0) << name;
-  });
-  EXPECT_EQ(received, weights.size());
+  EXPECT_EQ(received.report.checksum, checksum);
+}
+
+TEST(WeightSync, ColocatedFeedsEachRolloutFromItsOwnActorWithNoTraffic) {
+  const Received received = sync_once({}, {}, 1 << 20);
+  expect_every_tensor(received);
+  EXPECT_EQ(received.report.bytes_received, 0);
+}
+
+TEST(WeightSync, StreamedReachesOnlyTheRolloutRanksInBuckets) {
+  // The actor on rank 0 alone, the rollout on the last rank: the ranks between hold neither.
+  const int last = world().size() - 1;
+  constexpr int64_t kTensorBytes[] = {2 * 3 * 4, 2 * 4 * 8, 2 * 5 * 4};  // f32, i64, f32
+  const Received received = sync_once({0}, {last}, /*bucket_bytes=*/64);
+  if (world().rank() == last) {
+    expect_every_tensor(received);
+    // Buckets of <= 64 bytes: {24} then 64 alone, then {40}: three, with their tables.
+    EXPECT_EQ(received.report.buckets, 3);
+    EXPECT_GT(received.report.bytes_received, kTensorBytes[0] + kTensorBytes[1] + kTensorBytes[2]);
+  } else {
+    EXPECT_TRUE(received.tensors.empty());
+    EXPECT_EQ(received.report.bytes_received, 0) << "rank " << world().rank() << " holds no rollout";
+  }
+}
+
+TEST(WeightSync, ActorRanksWithARolloutFollowTheStream) {
+  // Four ranks: the actor on 0 and 1, the rollout on 1 and 2: rank 1, an actor rank beside the sender, feeds
+  // its rollout from its own export and follows the buckets; rank 3 holds neither. Two ranks: the sender
+  // itself holds a rollout, beside a rollout-only rank.
+  const bool wide = world().size() >= 3;
+  const std::vector<int> actor = wide ? std::vector<int>{0, 1} : std::vector<int>{0};
+  const std::vector<int> rollout = wide ? std::vector<int>{1, 2} : std::vector<int>{0, 1};
+  const Received received = sync_once(actor, rollout, /*bucket_bytes=*/64);
+  const int rank = world().rank();
+  if (std::find(rollout.begin(), rollout.end(), rank) != rollout.end()) {
+    expect_every_tensor(received);
+  } else {
+    EXPECT_TRUE(received.tensors.empty());
+    EXPECT_EQ(received.report.bytes_received, 0);
+  }
+}
+
+TEST(WeightSync, ActorRanksThatExportDifferentWeightsFailEverywhere) {
+  // Colocated, each rank's actor exports a tensor of its own rank: the checksums disagree, and every rank
+  // gets the error (none goes on sampling from weights the others do not have).
+  WeightSync sync(world(), {}, {}, 1 << 20);
+  Tensor t({4}, DType::f32);
+  for (int64_t i = 0; i < 4; ++i) t.data<float>()[i] = float(world().rank());
+  const WeightSync::Export exporter = [&](const WeightSync::Sink& sink) { sink("w", t); };
+  const WeightSync::Sink loader = [](const std::string&, TensorView) {};
+  try {
+    sync.sync(&exporter, &loader);
+    FAIL() << "different weights on the actor's ranks were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exported different weights"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -38,6 +38,13 @@ grep -A30 "^  ref:" "$SCRATCH/verl.yaml" | grep -q "sequence_parallel: false" ||
 expect_error "actor_rollout_ref.ref.megatron.sequence_parallel: true needs tensor_model_parallel_size > 1" \
   "${verl_tp2_sp[@]}" actor_rollout_ref.ref.megatron.sequence_parallel=true --check-config
 
+# --- the weight sync's keys (verl's checkpoint_engine): a GPU transport is refused by name -------------------
+expect_error "actor_rollout_ref.rollout.checkpoint_engine.backend: 'nccl': expected naive" \
+  train --config examples/grpo_arith.yaml actor_rollout_ref.rollout.checkpoint_engine.backend=nccl --check-config
+expect_error "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes: must be positive" \
+  train --config examples/grpo_arith.yaml actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=0 \
+  --check-config
+
 # --- one reading of the data keys -----------------------------------------------------------------------
 printf '%s\n' '{"prompt": "1+1=", "response": "2"}' > "$SCRATCH/train.jsonl"
 files=(data.train_files="$SCRATCH/train.jsonl" data.val_files="$SCRATCH/train.jsonl")

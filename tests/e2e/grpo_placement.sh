@@ -44,3 +44,18 @@ quiet timeout 300 "$RLFORGE" --nproc 4 "${args[@]}" trainer.total_training_steps
   actor_rollout_ref.actor.device_mapping=[0,1] actor_rollout_ref.rollout.device_mapping="list(range(2,4))" \
   trainer.default_local_dir="$SCRATCH/mapped"
 python3 tests/e2e/same_run.py "$SCRATCH/one3/metrics.jsonl" "$SCRATCH/mapped/metrics.jsonl" 3 "actor on {0,1}, rollout on {2,3}"
+# The weight sync (weight_sync.h): one process feeds its rollout in place (no bytes moved); mapped, the actor's
+# first rank streams the weights in buckets to the rollout's two ranks only, the same bytes to each, every
+# step; each sync's checksum changes with the weights.
+python3 - "$SCRATCH/one3/metrics.jsonl" "$SCRATCH/mapped/metrics.jsonl" "$warm/model.safetensors" <<'PY'
+import json, os, sys
+one, mapped = ([r for r in map(json.loads, open(p)) if r["step"] > 0] for p in sys.argv[1:3])
+assert all(r["perf/update_weights_bytes"] == 0 for r in one), [r["perf/update_weights_bytes"] for r in one]
+sent = [r["perf/update_weights_bytes"] for r in mapped]
+weights = os.path.getsize(sys.argv[3])  # f32 safetensors: the weights' bytes and a small header
+assert len(set(sent)) == 1 and sent[0] % 2 == 0, f"bytes per step: {sent}"
+assert 0.95 * weights < sent[0] / 2 < 1.05 * weights, f"{sent[0] / 2} bytes per rollout rank for {weights} of weights"
+checksums = [r["rollout/weights_checksum"] for r in mapped]
+assert len(set(checksums)) == len(checksums), f"checksums repeat across updates: {checksums}"
+print(f"PASS: weight sync: {sent[0] / 2:.0f} bytes to each rollout rank per step, none in one process")
+PY

@@ -103,7 +103,7 @@ done
 grep -q 'Hydra `_target_`' "$SCRATCH/warnings.log" || fail "no warning about the dropped _target_ key"
 grep -q "ppo_mini_batch_size: 16" "$SCRATCH/resolved.yaml" ||
   fail "--check-config did not print the resolved config: $(head "$SCRATCH/resolved.yaml")"
-if grep -E "dataloader_num_workers|nccl_timeout|checkpoint|launch_reward_fn_async|^ray_kwargs|_target_|mode: async" \
+if grep -E "dataloader_num_workers|nccl_timeout|checkpoint:|launch_reward_fn_async|^ray_kwargs|_target_|mode: async" \
      "$SCRATCH/resolved.yaml"; then
   fail "a verl key at its default reached the resolved config"
 fi
