@@ -5,6 +5,7 @@
 #include "core/element_access.h"
 #include "core/error.h"
 
+#include "rl/dynamic_micro_batches.h"
 #include "rl/seqlen_balancing.h"
 
 namespace rf::apps {
@@ -86,21 +87,21 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
 }
 
 std::vector<std::vector<int64_t>> split_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
-                                                      int64_t responses_per_micro_batch, int64_t max_tokens) {
+                                                      int64_t responses_per_micro_batch, int64_t max_tokens,
+                                                      dist::ProcessGroup& dp) {
   std::vector<std::vector<int64_t>> micro_batches;
-  int64_t tokens = 0;
-  for (int64_t i : indices) {
-    const int64_t L = num_tokens(batch[size_t(i)]);
-    const bool full = micro_batches.empty() ||
-                      (max_tokens > 0 ? tokens + L > max_tokens
-                                      : int64_t(micro_batches.back().size()) >= responses_per_micro_batch);
-    if (full) {
+  if (max_tokens > 0) {
+    std::vector<int64_t> seqlens;
+    for (const int64_t i : indices) seqlens.push_back(num_tokens(batch[size_t(i)]));
+    for (const std::vector<int64_t>& positions : rl::make_dynamic_micro_batches(seqlens, max_tokens, dp)) {
       micro_batches.emplace_back();
-      tokens = 0;
+      for (const int64_t k : positions) micro_batches.back().push_back(indices[size_t(k)]);
     }
-    micro_batches.back().push_back(i);
-    tokens += L;
+    return micro_batches;
   }
+  for (size_t first = 0; first < indices.size(); first += size_t(responses_per_micro_batch))
+    micro_batches.emplace_back(indices.begin() + int64_t(first),
+                               indices.begin() + int64_t(std::min(indices.size(), first + size_t(responses_per_micro_batch))));
   return micro_batches;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/process_group.h"
 #include "engine/tensor_map.h"
 
 namespace rf::apps {
@@ -47,10 +48,14 @@ enum class LossColumns : uint8_t { none, actor, critic };
 engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64_t>& indices, LossColumns columns,
                                    bool with_ref);
 
-// Cuts `indices` into micro-batches of at most `responses_per_micro_batch` responses (or, when
-// `max_tokens` > 0, greedily by tokens: each micro-batch at most max_tokens tokens, at least one response).
+// Cuts `indices` (this DP rank's share of a pass) into micro-batches: of `responses_per_micro_batch`
+// responses in order, or, when `max_tokens` > 0 (use_dynamic_bsz), by tokens: each micro-batch within
+// max_tokens, balanced by workload, the same count on every rank of `dp` (rl/dynamic_micro_batches.h;
+// collective over `dp` then). Every response must fit max_tokens (the config checks prompt + response
+// length against it).
 std::vector<std::vector<int64_t>> split_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
-                                                      int64_t responses_per_micro_batch, int64_t max_tokens);
+                                                      int64_t responses_per_micro_batch, int64_t max_tokens,
+                                                      dist::ProcessGroup& dp);
 
 // The per-position column `values_N` of a micro-batch made from `indices`, read back into the
 // responses' per-token `column` (e.g. &RlResponse::old_log_probs).

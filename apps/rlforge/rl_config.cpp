@@ -100,6 +100,13 @@ void check_batch_sizes(const RlConfig& c) {
                                   *actor.ppo_micro_batch_size_per_gpu, responses, mini, c.actor_rollout_ref.rollout.n));
   require_positive("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
                    c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu);
+  // By tokens, every response (prompt + response) must fit one micro-batch (verl asserts the same).
+  const int64_t longest = c.prompt_length() + c.response_length();
+  if (actor.use_dynamic_bsz && actor.ppo_max_token_len_per_gpu < longest)
+    throw ConfigError("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+                      fmt::format("{} is below the longest sequence, {} prompt + {} response tokens: with "
+                                  "use_dynamic_bsz every sequence must fit one micro-batch",
+                                  actor.ppo_max_token_len_per_gpu, c.prompt_length(), c.response_length()));
   require_positive("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
                    c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu);
 }
@@ -113,6 +120,11 @@ void check_critic(const RlConfig& c) {
   rekeyed(at + "loss_agg_mode", [&] { rl::parse_agg_mode(c.critic_loss_agg_mode()); });
   require_positive(at + "ppo_epochs", c.critic_ppo_epochs());
   require_positive(at + "ppo_max_token_len_per_gpu", c.critic.ppo_max_token_len_per_gpu);
+  if (c.critic_use_dynamic_bsz() && c.critic.ppo_max_token_len_per_gpu < c.prompt_length() + c.response_length())
+    throw ConfigError(at + "ppo_max_token_len_per_gpu",
+                      fmt::format("{} is below the longest sequence, {} tokens: with use_dynamic_bsz every sequence "
+                                  "must fit one micro-batch",
+                                  c.critic.ppo_max_token_len_per_gpu, c.prompt_length() + c.response_length()));
   if (!(c.critic.cliprange_value >= 0))
     throw ConfigError(at + "cliprange_value", fmt::format("must be >= 0, got {}", c.critic.cliprange_value));
   const int64_t batch = c.data.train_batch_size;
@@ -281,7 +293,16 @@ void RlConfig::validate() const {
     throw ConfigError("critic.enable", "false, but algorithm.adv_estimator gae needs the critic's values: enable it "
                                        "(or null), or pick an estimator without values (grpo, rloo, ...)");
   check_critic(*this);
-  if (reward_model.enable) check_reward_model(reward_model);
+  if (reward_model.enable) {
+    check_reward_model(reward_model);
+    const int64_t rm_longest = reward_model.max_length.value_or(prompt_length() + response_length());
+    if (reward_model.use_dynamic_bsz.value_or(actor_rollout_ref.actor.use_dynamic_bsz) &&
+        reward_model.forward_max_token_len_per_gpu < rm_longest)
+      throw ConfigError("reward_model.forward_max_token_len_per_gpu",
+                        fmt::format("{} is below the longest sequence the reward model reads, {} tokens: with "
+                                    "use_dynamic_bsz every sequence must fit one forward",
+                                    reward_model.forward_max_token_len_per_gpu, rm_longest));
+  }
   require_one_of("reward_model.reward_manager", reward_model.reward_manager, {"naive", "dapo"},
                  " (batch and prime: rlforge's Python reward pool already scores a batch in parallel with the "
                  "per-sample function)");

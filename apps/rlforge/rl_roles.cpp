@@ -166,7 +166,7 @@ std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std:
   const std::vector<int64_t> mine = dp_shares(batch, indices, pass.dp.size(), pass.balance)[size_t(pass.dp.rank())];
   std::vector<engine::TensorMap> result;
   for (const std::vector<int64_t>& group :
-       split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens))
+       split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens, pass.dp))
     result.push_back(make_micro_batch(batch, group, pass.columns, pass.with_ref));
   return result;
 }
@@ -389,7 +389,8 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
   const std::vector<int64_t> mine = pass_share(batch, actor_parallel_, balance_batch_);
   if (actor_) {
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens);
+        split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens,
+                            actor_parallel_.dp());
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
     const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
                                                                        model::EntropyOutput::compute, temperature_);
@@ -417,7 +418,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
     const int64_t per_mb =
         config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(log_prob_batching_.responses);
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, per_mb, log_prob_batching_.max_tokens);
+        split_micro_batches(batch, mine, per_mb, log_prob_batching_.max_tokens, ref_parallel_.dp());
     const std::vector<engine::TensorMap> out =
         ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
     ref_->offload(engine::configured_offload(config_.actor_rollout_ref.ref.megatron));
@@ -431,7 +432,8 @@ void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
   const std::vector<int64_t> mine = pass_share(sequences, reward_model_parallel_, balance_batch_);
   if (reward_model_) {
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens);
+        split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens,
+                            reward_model_parallel_.dp());
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(sequences, groups);
     const std::vector<engine::TensorMap> out = reward_model_->compute_values(mbs);
     reward_model_->offload(engine::configured_offload(config_.reward_model.megatron));
@@ -453,7 +455,8 @@ void RlRoles::compute_values(RlBatch& batch) {
   const std::vector<int64_t> mine = pass_share(batch, critic_parallel_, balance_batch_);
   if (critic_) {
     const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens);
+        split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens,
+                            critic_parallel_.dp());
     const engine::ForwardBackwardResult out =
         critic_->forward_backward(forward_micro_batches(batch, groups), no_loss, engine::ForwardOnly::yes);
     // Idle until its update: its weights may leave the device while the advantages are computed.

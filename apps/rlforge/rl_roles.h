@@ -58,7 +58,7 @@ struct RlPrompt {
 // How a training role cuts responses into micro-batches.
 struct MicroBatching {
   int64_t responses = 0;   // per micro-batch
-  int64_t max_tokens = 0;  // > 0: greedily by tokens instead (use_dynamic_bsz)
+  int64_t max_tokens = 0;  // > 0: by tokens instead (use_dynamic_bsz; split_micro_batches)
 };
 
 // How the old-log-prob pass cuts its micro-batches: rollout.log_prob_micro_batch_size_per_gpu responses

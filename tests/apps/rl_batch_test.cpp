@@ -97,12 +97,14 @@ TEST(RlBatch, MatricesPadWithZerosAndStoreBack) {
 
 TEST(RlBatch, SplitsMicroBatchesByCountOrByTokens) {
   const RlBatch batch = two_responses();  // 5 and 4 tokens
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 1, 0), (std::vector<std::vector<int64_t>>{{0}, {1}}));
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 2, 0), (std::vector<std::vector<int64_t>>{{0, 1}}));
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 9), (std::vector<std::vector<int64_t>>{{0, 1}}));
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 8), (std::vector<std::vector<int64_t>>{{0}, {1}}));
-  // A response longer than the budget still gets a micro-batch of its own.
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 3), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  dist::SingleProcessGroup dp("dp");
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 1, 0, dp), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 2, 0, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {1, 0}, 1, 0, dp), (std::vector<std::vector<int64_t>>{{1}, {0}}));
+  // By tokens (use_dynamic_bsz): 9 tokens fit a budget of 9 in one; under 8, two micro-batches in verl's
+  // order: heaviest first, then the even-ranked reversed ({0}) followed by the odd-ranked ({1}).
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 9, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {1, 0}, 0, 8, dp), (std::vector<std::vector<int64_t>>{{0}, {1}}));
 }
 
 // Responses of 1 + `lengths[i]` tokens (a one-token prompt).

@@ -29,3 +29,12 @@ for r in steps:
 print("ok: balanced DP shares:", [(r["global_seqlen/max"] - r["global_seqlen/min"],
                                    r["global_seqlen/balanced_max"] - r["global_seqlen/balanced_min"]) for r in steps])
 PY
+# use_dynamic_bsz: micro-batches by tokens (ppo_max_token_len_per_gpu 96, about 8 responses each), balanced by
+# workload with the same count on both DP ranks (rl/dynamic_micro_batches.h), for the update and the
+# forward passes alike; the run is the one-process run still (micro-batching moves only the gradient sum's order).
+quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" actor_rollout_ref.actor.use_dynamic_bsz=true \
+  actor_rollout_ref.actor.ppo_max_token_len_per_gpu=96 trainer.save_freq=-1 trainer.default_local_dir="$SCRATCH/dynamic"
+python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/dynamic/metrics.jsonl" 3 "two ranks, micro-batches by tokens"
+expect_error "actor_rollout_ref.actor.ppo_max_token_len_per_gpu: 8 is below the longest sequence" \
+  "${args[@]}" actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8 \
+  --check-config
