@@ -90,12 +90,6 @@ int64_t engine_capacity(const MicroBatching& batching, int64_t responses, int64_
   return batching.max_tokens > 0 ? std::max(batching.max_tokens, longest) : responses * longest;
 }
 
-// The forward-only passes compute no loss.
-engine::LossOutput no_loss(const engine::TensorMap&, const model::ModelOutputs&, const engine::LossContext&,
-                           const model::OutputGrads&) {
-  return {};
-}
-
 // The old-log-prob, reference and values passes' micro-batches: responses only, no loss columns.
 std::vector<engine::TensorMap> forward_micro_batches(const RlBatch& batch, const std::vector<std::vector<int64_t>>& groups) {
   std::vector<engine::TensorMap> mbs;
@@ -392,14 +386,14 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
         split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens,
                             actor_parallel_.dp());
     const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
-    const engine::ForwardBackwardResult out = actor_->forward_backward(mbs, no_loss, engine::ForwardOnly::yes,
-                                                                       model::EntropyOutput::compute, temperature_);
+    const std::vector<engine::TensorMap> out =
+        actor_->compute_log_prob(mbs, temperature_, model::EntropyOutput::compute);
     // Idle until the update: its weights may leave the device while the reference runs.
     const engine::EngineConfig& actor = config_.actor_rollout_ref.actor.megatron;
     actor_->offload({.params = actor.param_offload, .activations = actor.release_activations});
     for (size_t m = 0; m < groups.size(); ++m) {
-      read_token_column(batch, groups[m], out.outputs[m].get("log_probs"), &RlResponse::old_log_probs);
-      read_token_column(batch, groups[m], out.outputs[m].get("entropy"), &RlResponse::entropy);
+      read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::old_log_probs);
+      read_token_column(batch, groups[m], out[m].get("entropy"), &RlResponse::entropy);
     }
   }
   share_columns(batch, actor_role_, actor_parallel_, actor_ != nullptr, mine,
@@ -457,13 +451,12 @@ void RlRoles::compute_values(RlBatch& batch) {
     const std::vector<std::vector<int64_t>> groups =
         split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens,
                             critic_parallel_.dp());
-    const engine::ForwardBackwardResult out =
-        critic_->forward_backward(forward_micro_batches(batch, groups), no_loss, engine::ForwardOnly::yes);
+    const std::vector<engine::TensorMap> out = critic_->compute_values(forward_micro_batches(batch, groups));
     // Idle until its update: its weights may leave the device while the advantages are computed.
     critic_->offload({.params = config_.critic.megatron.param_offload,
                       .activations = config_.critic.megatron.release_activations});
     for (size_t m = 0; m < groups.size(); ++m)
-      read_token_column(batch, groups[m], out.outputs[m].get("values"), &RlResponse::values);
+      read_token_column(batch, groups[m], out[m].get("values"), &RlResponse::values);
   }
   share_columns(batch, critic_role_, critic_parallel_, critic_ != nullptr, mine, {&RlResponse::values});
 }

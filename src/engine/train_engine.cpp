@@ -269,6 +269,24 @@ model::OutputGrads TrainEngine::zeroed_output_grads(int64_t N, model::EntropyOut
   return grads;
 }
 
+namespace {
+
+// What a forward-only pass asks of forward_backward's loss: nothing.
+LossOutput no_loss(const TensorMap&, const model::ModelOutputs&, const LossContext&, const model::OutputGrads&) {
+  return {};
+}
+
+}  // namespace
+
+std::vector<TensorMap> TrainEngine::compute_log_prob(const std::vector<TensorMap>& micro_batches, double temperature,
+                                                     model::EntropyOutput entropy) {
+  return forward_backward(micro_batches, no_loss, ForwardOnly::yes, entropy, temperature).outputs;
+}
+
+std::vector<TensorMap> TrainEngine::compute_values(const std::vector<TensorMap>& micro_batches) {
+  return forward_backward(micro_batches, no_loss, ForwardOnly::yes).outputs;
+}
+
 ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>& micro_batches, const LossFn& loss_fn,
                                                     ForwardOnly forward_only, model::EntropyOutput entropy,
                                                     double temperature) {

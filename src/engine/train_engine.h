@@ -98,6 +98,12 @@ class TrainEngine {
                                          ForwardOnly forward_only,
                                          model::EntropyOutput entropy = model::EntropyOutput::skip,
                                          double temperature = 1.0);
+  // The forward-only passes of RL on a training engine (verl's compute_log_prob / compute_values on the
+  // actor and the critic): per micro-batch "log_probs" (and, when asked, "entropy") at `temperature`, or a
+  // value model's "values", as InferEngine returns them. No loss, no gradients.
+  std::vector<TensorMap> compute_log_prob(const std::vector<TensorMap>& micro_batches, double temperature,
+                                          model::EntropyOutput entropy);
+  std::vector<TensorMap> compute_values(const std::vector<TensorMap>& micro_batches);
   // Completes the step's gradients across the parallel ranks once its last backward has run: the DP
   // sum of every bucket (waiting for those the backward started), then the TP sums of
   // CausalLm::finish_grads. Called by optimizer_step; callers that read the gradients first call it
