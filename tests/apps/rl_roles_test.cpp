@@ -64,6 +64,7 @@ RlBatch old_log_probs(std::optional<int64_t> log_prob_micro_batch) {
   dist::SingleProcessGroup world("world");
   MemoryTracker tracker;
   RlRoles roles(config, tiny_model(), world, tracker);
+  roles.actor().init_random_weights(3);
   RlBatch batch = eight_responses();
   roles.compute_log_prob(batch);
   return batch;
@@ -81,6 +82,8 @@ TEST(RlRoles, TheOldLogProbPassCutsByTheLogProbMicroBatch) {
 TEST(RlRoles, OldLogProbsAreTheSameBitsWhateverTheCut) {
   const RlBatch whole = old_log_probs(std::nullopt);  // the training micro-batch: all 8 at once
   const RlBatch by_two = old_log_probs(2);
+  // Random weights: the log-probs differ from token to token (not the uniform -log 20 of zero weights).
+  EXPECT_NE(whole[0].old_log_probs[0], whole[0].old_log_probs[1]);
   for (size_t i = 0; i < whole.size(); ++i) {
     ASSERT_EQ(whole[i].old_log_probs.size(), whole[i].response.size());
     EXPECT_EQ(by_two[i].old_log_probs, whole[i].old_log_probs) << "response " << i;
