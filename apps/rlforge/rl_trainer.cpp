@@ -134,12 +134,6 @@ int64_t score_batch(RlBatch& batch, std::span<const PromptRow> prompts, rl::Rewa
   return int64_t(world.all_reduce_scalar(double(failed), dist::ReduceOp::sum));
 }
 
-struct Validation {
-  Metrics metrics;
-  // The mean over data sources of their core variable: acc when the scorer returns it, else the reward.
-  double score = 0;
-};
-
 struct RunContext {
   const RlConfig& config;
   dist::ProcessGroup& world;
@@ -154,7 +148,7 @@ struct RunContext {
 // verl's val metrics per data source: val-core/<data_source>/<acc or reward>/mean@n, and the reward as
 // val-aux when acc is the core variable. `step`: the step it follows (0: before training), for the
 // generations it dumps and logs (rl_generations.h).
-Validation validate(RunContext& run, int64_t step) {
+Validation run_validation(RunContext& run, int64_t step) {
   const RlConfig& c = run.config;
   const std::vector<PromptRow> prompts = run.prompts.validation();
   const auto params = val_sampling(c.actor_rollout_ref.rollout, c.response_length(), c.actor_rollout_ref.actor.megatron.seed);
@@ -288,250 +282,330 @@ void prune_checkpoints(const std::string& run_dir, std::optional<int64_t> keep) 
   for (size_t i = 0; i + size_t(*keep) < steps.size(); ++i) std::filesystem::remove_all(steps[i].second);
 }
 
-}  // namespace
 
-RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world) {
-  const RlTrainerConfig& trainer = config.trainer;
-  const bool lead = world.rank() == 0;
-  const ThreadPool pool(trainer.num_threads);
-  if (lead) core::log_info("{}", pool.describe());
+// The policy's HF folder: RL starts from a model.
+model::HfModelFolder open_policy_folder(const RlConfig& config) {
   if (!config.actor_rollout_ref.model.path)
     throw ConfigError("actor_rollout_ref.model.path",
                       "RL starts from a model: name an HF folder (an `rlforge sft` export's huggingface/ folder, "
                       "or a model of your own)");
-  const std::string model_dir = *config.actor_rollout_ref.model.path;
-  const model::HfModelFolder folder = model::HfModelFolder::open(model_dir);
-  const SftTokenizer tokens = make_tokenizer(config, folder);
-  const PromptSource prompts(config, tokens);
-  const std::unique_ptr<rl::RewardFunction> reward = lead ? make_reward_function(config, prompts) : nullptr;
-  std::optional<RewardModelInput> reward_model_input =
-      config.reward_model.enable ? std::make_optional<RewardModelInput>(config, tokens, folder) : std::nullopt;
-  const int64_t num_candidates = std::min(folder.config.vocab_size, tokens.tokenizer->vocab_size());
+  return model::HfModelFolder::open(*config.actor_rollout_ref.model.path);
+}
 
-  const std::string run_dir = config.run_dir();
-  if (lead) {
-    std::filesystem::create_directories(run_dir);
-    formats::write_file_atomically(run_dir + "/config.yaml", resolved_yaml);
-    core::log_info("model {} from {}", folder.config.describe(), model_dir);
-  }
-  MemoryTracker tracker;
-  RlRoles roles(config, folder.config, world, tracker, role_placement(config, world.size()));
-  // What the critic's checkpoints export as a Hugging Face folder (critic_huggingface/).
-  const std::optional<model::HfModelFolder> critic_folder =
-      config.uses_critic() ? std::make_optional(critic_hf_folder(config)) : std::nullopt;
-  roles.load_initial_weights(model_dir);
-  const std::optional<model::HfModelFolder> reward_model_folder =
-      config.reward_model.enable ? std::make_optional(model::HfModelFolder::open(*config.reward_model.model.path))
-                                 : std::nullopt;
-  // The GEMM peak MFU divides by, measured where the metrics are written (~1.5 s per dtype).
-  const DType actor_dtype = config.actor_rollout_ref.actor.megatron.compute_dtype();
-  const DType rollout_dtype = engine::EngineConfig{.dtype = config.actor_rollout_ref.rollout.dtype}.compute_dtype();
-  const double actor_peak = lead ? kernels::measure_gemm_peak(actor_dtype).best() : 0.0;
-  const double rollout_peak =
-      !lead ? 0.0 : rollout_dtype == actor_dtype ? actor_peak : kernels::measure_gemm_peak(rollout_dtype).best();
-  const MfuInputs mfu{config,
-                      folder.config,
-                      critic_folder ? &critic_folder->config : nullptr,
-                      reward_model_folder ? &reward_model_folder->config : nullptr,
-                      roles.rank_counts(),
-                      actor_peak,
-                      rollout_peak};
+rl::KlControlConfig kl_control_config(const AlgorithmConfig& algorithm) {
+  rl::KlControlConfig kl;
+  kl.type = rl::parse_kl_control_type(algorithm.kl_ctrl.type);
+  kl.kl_coef = algorithm.kl_ctrl.kl_coef;
+  kl.horizon = int64_t(algorithm.kl_ctrl.horizon);
+  kl.target_kl = algorithm.kl_ctrl.target_kl;
+  return kl;
+}
 
-  data::DataCursor cursor = prompts.start();
-  rl::KlControlConfig kl_config;
-  kl_config.type = rl::parse_kl_control_type(config.algorithm.kl_ctrl.type);
-  kl_config.kl_coef = config.algorithm.kl_ctrl.kl_coef;
-  kl_config.horizon = int64_t(config.algorithm.kl_ctrl.horizon);
-  kl_config.target_kl = config.algorithm.kl_ctrl.target_kl;
-  rl::KlController kl_controller(kl_config);
-  int64_t start_step = 0;
-  if (const std::optional<int64_t> step = resume_step(trainer, run_dir)) {
-    const checkpoint::CheckpointReader reader(run_dir, *step);
-    if (roles.in_actor()) roles.actor().load_checkpoint(reader, kActor);
-    if (roles.in_critic()) roles.critic().load_checkpoint(reader, kCritic);
-    const nlohmann::json state = reader.read_json("trainer", "state");
-    cursor = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
-    kl_config.kl_coef = state.at("kl_coef").get<double>();
-    kl_controller = rl::KlController(kl_config);
-    start_step = *step;
-    if (lead) core::log_info("resumed from {}/global_step_{}", run_dir, *step);
-  }
-  roles.sync_weights();
-
-  const int64_t total_steps = *trainer.total_training_steps;
-  const bool console = std::find(trainer.logger.begin(), trainer.logger.end(), "console") != trainer.logger.end();
-  const bool jsonl = std::find(trainer.logger.begin(), trainer.logger.end(), "jsonl") != trainer.logger.end();
-  const std::string metrics_path = run_dir + "/metrics.jsonl";
-  // The console line: the score, the validation's core metric, what moves the policy, and the time.
+// The console line: the score, the validation's core metric, what moves the policy, and the time.
+std::vector<std::string> console_keys(const RlConfig& config, const PromptSource& prompts, bool with_critic) {
   const std::string val_at = fmt::format("mean@{}", config.actor_rollout_ref.rollout.val_kwargs.n);
-  std::vector<std::string> console_keys = {"critic/score/mean"};
+  std::vector<std::string> keys = {"critic/score/mean"};
   for (const auto& [ds, where] : prompts.data_sources())
-    for (const char* core : {"acc", "reward"})
-      console_keys.push_back(fmt::format("val-core/{}/{}/{}", ds, core, val_at));
+    for (const char* core : {"acc", "reward"}) keys.push_back(fmt::format("val-core/{}/{}/{}", ds, core, val_at));
   for (const char* key : {"actor/entropy", "actor/kl_loss", "actor/pg_clipfrac", "actor/grad_norm"})
-    console_keys.emplace_back(key);
-  if (roles.has_critic())
-    for (const char* key : {"critic/vf_loss", "critic/vf_explained_var"}) console_keys.emplace_back(key);
+    keys.emplace_back(key);
+  if (with_critic)
+    for (const char* key : {"critic/vf_loss", "critic/vf_explained_var"}) keys.emplace_back(key);
   for (const char* key : {"response_length/mean", "rollout/logprob_diff_max", "timing_s/gen", "timing_s/update_actor",
                           "timing_s/step"})
-    console_keys.emplace_back(key);
-  MetricsLog metrics_log(jsonl && lead ? metrics_path : std::string(), start_step, console_keys);
-  const rl::OverlongBufferConfig overlong = config.overlong_buffer();
-  RunContext run{config, world, roles, prompts, reward.get(), tokens, overlong, num_candidates};
+    keys.emplace_back(key);
+  return keys;
+}
+
+bool has_logger(const RlTrainerConfig& trainer, const char* name) {
+  return std::find(trainer.logger.begin(), trainer.logger.end(), name) != trainer.logger.end();
+}
+
+}  // namespace
+
+// Everything a run holds, built in this order: the thread pool first (it sets the OpenMP threads every
+// later kernel runs on), the data and reward before the run folder is written, the roles after it.
+struct RlTrainer::State {
+  State(const RlConfig& c, const std::string& resolved_yaml, dist::ProcessGroup& w)
+      : config(c),
+        world(w),
+        lead(w.rank() == 0),
+        pool(c.trainer.num_threads),
+        folder(open_policy_folder(c)),
+        tokens(make_tokenizer(c, folder)),
+        prompts(c, tokens),
+        reward(lead ? make_reward_function(c, prompts) : nullptr),
+        reward_model_input(c.reward_model.enable ? std::make_optional<RewardModelInput>(c, tokens, folder)
+                                                 : std::nullopt),
+        num_candidates(std::min(folder.config.vocab_size, tokens.tokenizer->vocab_size())),
+        run_dir(c.run_dir()),
+        run_dir_written((write_run_dir(resolved_yaml), true)),
+        roles(c, folder.config, w, tracker, role_placement(c, w.size())),
+        critic_folder(c.uses_critic() ? std::make_optional(critic_hf_folder(c)) : std::nullopt),
+        reward_model_folder(c.reward_model.enable
+                                ? std::make_optional(model::HfModelFolder::open(*c.reward_model.model.path))
+                                : std::nullopt),
+        cursor(prompts.start()),
+        kl_controller(kl_control_config(c.algorithm)),
+        overlong(c.overlong_buffer()) {
+    roles.load_initial_weights(*c.actor_rollout_ref.model.path);
+    // The GEMM peak MFU divides by, measured where the metrics are written (~1.5 s per dtype).
+    const DType actor_dtype = c.actor_rollout_ref.actor.megatron.compute_dtype();
+    const DType rollout_dtype = engine::EngineConfig{.dtype = c.actor_rollout_ref.rollout.dtype}.compute_dtype();
+    if (lead) {
+      actor_peak = kernels::measure_gemm_peak(actor_dtype).best();
+      rollout_peak = rollout_dtype == actor_dtype ? actor_peak : kernels::measure_gemm_peak(rollout_dtype).best();
+    }
+  }
+
+  void write_run_dir(const std::string& resolved_yaml) const {
+    if (!lead) return;
+    core::log_info("{}", pool.describe());
+    std::filesystem::create_directories(run_dir);
+    formats::write_file_atomically(run_dir + "/config.yaml", resolved_yaml);
+    core::log_info("model {} from {}", folder.config.describe(), *config.actor_rollout_ref.model.path);
+  }
+  RunContext run_context() {
+    return {config, world, roles, prompts, reward.get(), tokens, overlong, num_candidates};
+  }
+  MfuInputs mfu() const {
+    return {config,
+            folder.config,
+            critic_folder ? &critic_folder->config : nullptr,
+            reward_model_folder ? &reward_model_folder->config : nullptr,
+            roles.rank_counts(),
+            actor_peak,
+            rollout_peak};
+  }
+
+  const RlConfig& config;
+  dist::ProcessGroup& world;
+  const bool lead;
+  const ThreadPool pool;
+  const model::HfModelFolder folder;
+  const SftTokenizer tokens;
+  const PromptSource prompts;
+  const std::unique_ptr<rl::RewardFunction> reward;  // world rank 0's
+  std::optional<RewardModelInput> reward_model_input;
+  const int64_t num_candidates;
+  const std::string run_dir;
+  const bool run_dir_written;
+  MemoryTracker tracker;
+  RlRoles roles;
+  // What the critic's checkpoints export as a Hugging Face folder (critic_huggingface/).
+  const std::optional<model::HfModelFolder> critic_folder;
+  const std::optional<model::HfModelFolder> reward_model_folder;
+  double actor_peak = 0, rollout_peak = 0;
+  data::DataCursor cursor;
+  rl::KlController kl_controller;
+  const rl::OverlongBufferConfig overlong;
+};
+
+RlTrainer::RlTrainer(const RlConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world)
+    : s_(std::make_unique<State>(config, resolved_yaml, world)) {}
+
+RlTrainer::~RlTrainer() = default;
+
+int64_t RlTrainer::resume() {
+  State& s = *s_;
+  int64_t start_step = 0;
+  if (const std::optional<int64_t> step = resume_step(s.config.trainer, s.run_dir)) {
+    const checkpoint::CheckpointReader reader(s.run_dir, *step);
+    if (s.roles.in_actor()) s.roles.actor().load_checkpoint(reader, kActor);
+    if (s.roles.in_critic()) s.roles.critic().load_checkpoint(reader, kCritic);
+    const nlohmann::json state = reader.read_json("trainer", "state");
+    s.cursor = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
+    rl::KlControlConfig kl = kl_control_config(s.config.algorithm);
+    kl.kl_coef = state.at("kl_coef").get<double>();
+    s.kl_controller = rl::KlController(kl);
+    start_step = *step;
+    if (s.lead) core::log_info("resumed from {}/global_step_{}", s.run_dir, *step);
+  }
+  s.roles.sync_weights();
+  return start_step;
+}
+
+Validation RlTrainer::validate(int64_t step) {
+  RunContext run = s_->run_context();
+  return run_validation(run, step);
+}
+
+Metrics RlTrainer::step(int64_t step) {
+  State& s = *s_;
+  const RlConfig& config = s.config;
+  RlRoles& roles = s.roles;
+  Metrics m;
+  auto timed = [&](const std::string& stage, const auto& fn) {
+    Stopwatch clock;
+    fn();
+    m["timing_s/" + stage] = clock.seconds();
+  };
+  const std::vector<PromptRow> prompts = s.prompts.next_batch(s.cursor);
+  const uint64_t request_base = uint64_t((step - 1) * config.data.train_batch_size);
   const RolloutSection& rollout = config.actor_rollout_ref.rollout;
   const uint64_t seed = config.actor_rollout_ref.actor.megatron.seed;
+  RlBatch batch, rm_sequences;
+  timed("gen", [&] {
+    batch = roles.generate(rollout_prompts(prompts), request_base, train_sampling(rollout, config.response_length(), seed),
+                           s.tokens.stop_ids, s.num_candidates);
+  });
+  // ReMax (verl's gen_max): a greedy response per prompt, scored as the batch will be; its score is the
+  // baseline of the prompt's responses.
+  if (config.algorithm.adv_estimator == "remax")
+    timed("gen_max", [&] {
+      RlBatch greedy = roles.generate(rollout_prompts(prompts), request_base,
+                                      greedy_sampling(rollout, config.response_length(), seed), s.tokens.stop_ids,
+                                      s.num_candidates);
+      if (s.reward_model_input)
+        roles.compute_rm_scores(greedy, s.reward_model_input->sequences(greedy, prompts));
+      else
+        score_batch(greedy, prompts, s.reward.get(), *s.tokens.tokenizer, s.overlong, s.world);
+      for (RlResponse& r : batch) r.reward_baseline = greedy[size_t(r.group)].score;
+    });
+  timed("reward", [&] {
+    // verl's naive reward manager returns the reward model's scores when there are any.
+    if (s.reward_model_input) {
+      rm_sequences = s.reward_model_input->sequences(batch, prompts);
+      roles.compute_rm_scores(batch, rm_sequences);
+      return;
+    }
+    const int64_t failed = score_batch(batch, prompts, s.reward.get(), *s.tokens.tokenizer, s.overlong, s.world);
+    if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
+  });
+  // verl's balance_batch metrics, over the actor's DP ranks (each pass balances its own shares).
+  if (config.trainer.balance_batch) {
+    const Metrics balance = seqlen_balance_metrics(batch, roles.actor_dp_size());
+    m.insert(balance.begin(), balance.end());
+  }
+  if (s.lead && config.trainer.rollout_data_dir)
+    timed("dump_rollout_generations", [&] {
+      dump_generations(*config.trainer.rollout_data_dir, step, generations_of(batch, prompts, *s.tokens.tokenizer));
+    });
+  timed("old_log_prob", [&] {
+    const Metrics entropy = roles.compute_log_prob(batch);
+    m.insert(entropy.begin(), entropy.end());
+  });
+  if (roles.has_ref()) timed("ref", [&] { roles.compute_ref(batch); });
+  if (roles.has_critic()) timed("values", [&] { roles.compute_values(batch); });
+  timed("adv", [&] {
+    const Metrics kl = compute_advantages(batch, config.algorithm, s.kl_controller);
+    m.insert(kl.begin(), kl.end());
+  });
+  if (roles.has_critic())
+    timed("update_critic", [&] {
+      const Metrics critic = roles.update_critic(batch, step);
+      m.insert(critic.begin(), critic.end());
+    });
+  // verl's critic warmup: before step critic_warmup only the critic trains (the actor, and so the
+  // rollout's weights, stay as they are).
+  if (config.trainer.critic_warmup <= step) {
+    timed("update_actor", [&] {
+      const Metrics actor = roles.update_actor(batch, step);
+      m.insert(actor.begin(), actor.end());
+    });
+    timed("update_weights", [&] {
+      const Metrics sync = roles.sync_weights();
+      m.insert(sync.begin(), sync.end());
+    });
+  }
+  const Metrics data = data_metrics(batch, config.prompt_length(), config.response_length());
+  m.insert(data.begin(), data.end());
+  if (rollout.calculate_log_probs) {
+    const Metrics diff = rollout_diff_metrics(batch);
+    m.insert(diff.begin(), diff.end());
+  }
+  int64_t step_tokens = 0;
+  for (const RlResponse& r : batch) step_tokens += num_tokens(r);
+  m["perf/total_num_tokens"] = double(step_tokens);
+  if (s.lead) {
+    const Metrics utilization = mfu_metrics(m, batch, s.reward_model_input ? &rm_sequences : nullptr, s.mfu());
+    m.insert(utilization.begin(), utilization.end());
+  }
+  return m;
+}
 
+void RlTrainer::save_checkpoint(int64_t step) {
+  // Collective over the world: each role's ranks add their shards (the actor's and, with a critic, the
+  // critic's, wherever device_mapping put them); world rank 0 writes the trainer state and prunes.
+  State& s = *s_;
+  checkpoint::CheckpointWriter writer(s.run_dir, step, s.world);
+  if (s.roles.in_actor()) {
+    s.roles.actor().save_checkpoint(writer, kActor);
+    engine::add_hf_export(writer, s.folder, s.roles.actor().master_weights(), s.roles.actor_parallel());
+  }
+  if (s.roles.in_critic()) {
+    s.roles.critic().save_checkpoint(writer, kCritic);
+    engine::add_hf_export(writer, *s.critic_folder, s.roles.critic().master_weights(), s.roles.critic_parallel(),
+                          "critic_huggingface");
+  }
+  if (s.lead)
+    writer.add_json("trainer", "state",
+                    nlohmann::json{{"global_step", step}, {"data_cursor", s.cursor.to_json()},
+                                   {"kl_coef", s.kl_controller.value()}});
+  writer.commit();
+  if (s.lead) prune_checkpoints(s.run_dir, checkpoints_to_keep(s.config));
+}
+
+RlSummary RlTrainer::fit() {
+  State& s = *s_;
+  const RlTrainerConfig& trainer = s.config.trainer;
+  const int64_t start_step = resume();
+  const int64_t total_steps = *trainer.total_training_steps;
+  const bool console = has_logger(trainer, "console") && s.lead;
+  const bool jsonl = has_logger(trainer, "jsonl");
+  const std::string metrics_path = s.run_dir + "/metrics.jsonl";
+  MetricsLog metrics_log(jsonl && s.lead ? metrics_path : std::string(), start_step,
+                         console_keys(s.config, s.prompts, s.roles.has_critic()));
   RlSummary summary;
   summary.final_step = start_step;
   if (trainer.val_before_train && start_step == 0 && trainer.test_freq > 0) {
-    const Validation v = validate(run, 0);
+    const Validation v = validate(0);
     summary.first_val_score = v.score;
     nlohmann::json row = {{"step", 0}};
     for (const auto& [k, value] : v.metrics) row[k] = value;
-    metrics_log.write(row, console && lead);
+    metrics_log.write(row, console);
   }
   Stopwatch run_clock;
   for (int64_t step = start_step + 1; step <= total_steps; ++step) {
     Stopwatch step_clock;
-    Metrics m;
-    auto timed = [&](const std::string& stage, const auto& fn) {
+    Metrics m = this->step(step);
+    const auto timed = [&](const std::string& stage, const auto& fn) {
       Stopwatch clock;
       fn();
       m["timing_s/" + stage] = clock.seconds();
     };
-    const std::vector<PromptRow> batch_prompts = prompts.next_batch(cursor);
-    RlBatch batch, rm_sequences;
-    timed("gen", [&] {
-      batch = roles.generate(rollout_prompts(batch_prompts), uint64_t((step - 1) * config.data.train_batch_size),
-                             train_sampling(rollout, config.response_length(), seed), tokens.stop_ids, num_candidates);
-    });
-    // ReMax (verl's gen_max): a greedy response per prompt, scored as the batch will be; its score is the
-    // baseline of the prompt's responses.
-    if (config.algorithm.adv_estimator == "remax")
-      timed("gen_max", [&] {
-        RlBatch greedy = roles.generate(rollout_prompts(batch_prompts),
-                                        uint64_t((step - 1) * config.data.train_batch_size),
-                                        greedy_sampling(rollout, config.response_length(), seed), tokens.stop_ids,
-                                        num_candidates);
-        if (reward_model_input)
-          roles.compute_rm_scores(greedy, reward_model_input->sequences(greedy, batch_prompts));
-        else
-          score_batch(greedy, batch_prompts, reward.get(), *tokens.tokenizer, overlong, world);
-        for (RlResponse& r : batch) r.reward_baseline = greedy[size_t(r.group)].score;
-      });
-    timed("reward", [&] {
-      // verl's naive reward manager returns the reward model's scores when there are any.
-      if (reward_model_input) {
-        rm_sequences = reward_model_input->sequences(batch, batch_prompts);
-        roles.compute_rm_scores(batch, rm_sequences);
-        return;
-      }
-      const int64_t failed =
-          score_batch(batch, batch_prompts, reward.get(), *tokens.tokenizer, overlong, world);
-      if (config.custom_reward_function.path) m["reward/num_failed"] = double(failed);
-    });
-    // verl's balance_batch metrics, over the actor's DP ranks (each pass balances its own shares).
-    if (trainer.balance_batch) {
-      const Metrics balance = seqlen_balance_metrics(batch, roles.actor_dp_size());
-      m.insert(balance.begin(), balance.end());
-    }
-    if (lead && trainer.rollout_data_dir)
-      timed("dump_rollout_generations", [&] {
-        dump_generations(*trainer.rollout_data_dir, step, generations_of(batch, batch_prompts, *tokens.tokenizer));
-      });
-    timed("old_log_prob", [&] {
-      const Metrics entropy = roles.compute_log_prob(batch);
-      m.insert(entropy.begin(), entropy.end());
-    });
-    if (roles.has_ref()) timed("ref", [&] { roles.compute_ref(batch); });
-    if (roles.has_critic()) timed("values", [&] { roles.compute_values(batch); });
-    timed("adv", [&] {
-      const Metrics kl = compute_advantages(batch, config.algorithm, kl_controller);
-      m.insert(kl.begin(), kl.end());
-    });
-    if (roles.has_critic())
-      timed("update_critic", [&] {
-        const Metrics critic = roles.update_critic(batch, step);
-        m.insert(critic.begin(), critic.end());
-      });
-    // verl's critic warmup: before step critic_warmup only the critic trains (the actor, and so the
-    // rollout's weights, stay as they are).
-    if (trainer.critic_warmup <= step) {
-      timed("update_actor", [&] {
-        const Metrics actor = roles.update_actor(batch, step);
-        m.insert(actor.begin(), actor.end());
-      });
-      timed("update_weights", [&] {
-        const Metrics sync = roles.sync_weights();
-        m.insert(sync.begin(), sync.end());
-      });
-    }
-    const Metrics data = data_metrics(batch, config.prompt_length(), config.response_length());
-    m.insert(data.begin(), data.end());
-    if (rollout.calculate_log_probs) {
-      const Metrics diff = rollout_diff_metrics(batch);
-      m.insert(diff.begin(), diff.end());
-    }
-
     const bool out_of_time = trainer.time_budget_s && run_clock.seconds() >= *trainer.time_budget_s;
     const bool last = step == total_steps || out_of_time;
-    if (trainer.test_freq > 0 && (last || step % trainer.test_freq == 0)) {
+    if (trainer.test_freq > 0 && (last || step % trainer.test_freq == 0))
       timed("testing", [&] {
-        const Validation v = validate(run, step);
+        const Validation v = validate(step);
         m.insert(v.metrics.begin(), v.metrics.end());
         summary.final_val_score = v.score;
         if (summary.first_val_score < 0) summary.first_val_score = v.score;
       });
-    }
-    if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
-      // Collective over the world: each role's ranks add their shards (the actor's and, with a critic, the
-      // critic's, wherever device_mapping put them); world rank 0 writes the trainer state and prunes.
-      timed("save_checkpoint", [&] {
-        checkpoint::CheckpointWriter writer(run_dir, step, world);
-        if (roles.in_actor()) {
-          roles.actor().save_checkpoint(writer, kActor);
-          engine::add_hf_export(writer, folder, roles.actor().master_weights(), roles.actor_parallel());
-        }
-        if (roles.in_critic()) {
-          roles.critic().save_checkpoint(writer, kCritic);
-          engine::add_hf_export(writer, *critic_folder, roles.critic().master_weights(), roles.critic_parallel(),
-                                "critic_huggingface");
-        }
-        if (lead)
-          writer.add_json("trainer", "state",
-                          nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()},
-                                         {"kl_coef", kl_controller.value()}});
-        writer.commit();
-        if (lead) prune_checkpoints(run_dir, checkpoints_to_keep(config));
-      });
-    }
-    int64_t step_tokens = 0;
-    for (const RlResponse& r : batch) step_tokens += num_tokens(r);
+    if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0))
+      timed("save_checkpoint", [&] { save_checkpoint(step); });
+    // verl's throughput: the step's tokens over its whole time (validation and checkpoint included), per rank.
     const double seconds = step_clock.seconds();
     m["timing_s/step"] = seconds;
-    m["perf/total_num_tokens"] = double(step_tokens);
     m["perf/time_per_step"] = seconds;
-    m["perf/throughput"] = double(step_tokens) / seconds / double(world.size());
-    if (lead) {
-      const Metrics utilization = mfu_metrics(m, batch, reward_model_input ? &rm_sequences : nullptr, mfu);
-      m.insert(utilization.begin(), utilization.end());
-    }
+    m["perf/throughput"] = m["perf/total_num_tokens"] / seconds / double(s.world.size());
     m["training/global_step"] = double(step);
     nlohmann::json row = {{"step", step}};
     for (const auto& [k, value] : m) row[k] = value;
-    add_memory_metrics(row, tracker);
-    metrics_log.write(row, console && lead);
+    add_memory_metrics(row, s.tracker);
+    metrics_log.write(row, console);
     summary.final_step = step;
     ++summary.steps_run;
     if (out_of_time) {
-      if (lead) core::log_info("trainer.time_budget_s {} reached after step {}", *trainer.time_budget_s, step);
+      if (s.lead) core::log_info("trainer.time_budget_s {} reached after step {}", *trainer.time_budget_s, step);
       break;
     }
   }
   summary.train_seconds = run_clock.seconds();
-  if (!lead) return summary;
+  if (!s.lead) return summary;
   if (jsonl)
-    write_metrics_plot(metrics_path, run_dir + "/metrics.svg",
+    write_metrics_plot(metrics_path, s.run_dir + "/metrics.svg",
                        {{"score", {"critic/score/mean", "val-core/"}},
                         {"KL", {"actor/kl_loss", "actor/ppo_kl", "actor/reward_kl_penalty"}},
                         {"entropy", {"actor/entropy"}},
@@ -540,8 +614,8 @@ RlSummary run_rl(const RlConfig& config, const std::string& resolved_yaml, dist:
   std::printf("\ntrain done: %lld steps (to step %lld) in %.1f s; validation score %.3f -> %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,
               summary.first_val_score, summary.final_val_score);
-  std::printf("memory %s\n", tracker.summary().c_str());
-  if (jsonl) std::printf("metrics: %s (plot: %s/metrics.svg)\n", metrics_path.c_str(), run_dir.c_str());
+  std::printf("memory %s\n", s.tracker.summary().c_str());
+  if (jsonl) std::printf("metrics: %s (plot: %s/metrics.svg)\n", metrics_path.c_str(), s.run_dir.c_str());
   return summary;
 }
 

@@ -135,7 +135,7 @@ Command add_train_command(CLI::App& app, const dist::MpiRuntime& mpi) {
       if (world->rank() == 0) std::printf("%s\n", resolved_yaml.c_str());
       return 0;
     }
-    run_rl(config, resolved_yaml, *world);
+    RlTrainer(config, resolved_yaml, *world).fit();
     return 0;
   };
 }
