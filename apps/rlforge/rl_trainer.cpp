@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "apps/rlforge/metrics_log.h"
 #include "apps/rlforge/metrics_plot.h"
@@ -229,7 +230,19 @@ Metrics mfu_metrics(const Metrics& timing, const RlBatch& batch, const RlBatch* 
   };
   const RlConfig& c = in.config;
   const double policy_forward = model::forward_flops(in.policy, lengths);
-  add("gen", "rollout", policy_forward, in.ranks.rollout, in.rollout_peak_gflops);
+  // Generation: with prefix caching a group's prompt runs once, each response then continues from it.
+  double generation = policy_forward;
+  if (c.actor_rollout_ref.rollout.enable_prefix_caching) {
+    generation = 0;
+    std::set<int64_t> prefilled;
+    for (const RlResponse& r : batch) {
+      const int64_t prompt[] = {int64_t(r.prompt.size())}, whole[] = {num_tokens(r)};
+      const double prompt_flops = model::forward_flops(in.policy, prompt);
+      generation += model::forward_flops(in.policy, whole) - prompt_flops;
+      if (prefilled.insert(r.group).second) generation += prompt_flops;
+    }
+  }
+  add("gen", "rollout", generation, in.ranks.rollout, in.rollout_peak_gflops);
   add("old_log_prob", "actor_infer", policy_forward, in.ranks.actor, in.actor_peak_gflops);
   add("ref", "ref", policy_forward, in.ranks.ref, in.actor_peak_gflops);
   add("update_actor", "actor", double(c.actor_rollout_ref.actor.ppo_epochs) * model::train_flops(in.policy, lengths),
@@ -355,6 +368,8 @@ struct RlTrainer::State {
     if (lead) {
       actor_peak = kernels::measure_gemm_peak(actor_dtype).best();
       rollout_peak = rollout_dtype == actor_dtype ? actor_peak : kernels::measure_gemm_peak(rollout_dtype).best();
+      core::log_info("GEMM peak for MFU (2048^3, best engine): {:.1f} GFLOP/s for the actor, {:.1f} for the rollout",
+                     actor_peak, rollout_peak);
     }
   }
 
