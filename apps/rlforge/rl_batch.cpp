@@ -162,14 +162,16 @@ std::vector<std::vector<int64_t>> dp_shares(const RlBatch& batch, std::span<cons
       for (const int64_t k : parts[r]) shares[r].push_back(indices[size_t(k)]);
     return shares;
   }
-  const int64_t base = n / dp_size, extra = n % dp_size;
-  int64_t first = 0;
   for (int64_t r = 0; r < dp_size; ++r) {
-    const int64_t count = base + (r < extra ? 1 : 0);
-    shares[size_t(r)].assign(indices.begin() + first, indices.begin() + first + count);
-    first += count;
+    const ContiguousShare share = contiguous_share(n, dp_size, r);
+    shares[size_t(r)].assign(indices.begin() + share.first, indices.begin() + share.first + share.count);
   }
   return shares;
+}
+
+ContiguousShare contiguous_share(int64_t n, int64_t parts, int64_t part) {
+  const int64_t base = n / parts, extra = n % parts;
+  return {part * base + std::min(part, extra), base + (part < extra ? 1 : 0)};
 }
 
 }  // namespace rf::apps

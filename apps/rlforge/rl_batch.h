@@ -68,8 +68,15 @@ Tensor response_mask_matrix(const RlBatch& batch);
 // Writes row b of values_BT (its first response-length entries) into response b's column.
 void store_column(RlBatch& batch, TensorView values_BT, std::vector<float> RlResponse::*column);
 
+// Part `part` of `n` items cut into `parts` contiguous runs, the first n % parts runs one item longer:
+// [first, first + count).
+struct ContiguousShare {
+  int64_t first, count;
+};
+ContiguousShare contiguous_share(int64_t n, int64_t parts, int64_t part);
+
 // How a pass over responses `indices` splits among `dp_size` data-parallel ranks: the contiguous shares
-// (the first indices.size() % dp_size ranks one more), or with `balance` (trainer.balance_batch) and
+// (contiguous_share), or with `balance` (trainer.balance_batch) and
 // dp_size dividing the count, equal-size shares whose token workloads (verl's 24576·L + L²) are balanced by
 // Karmarkar-Karp (rl/seqlen_balancing.h), each in the order of `indices`. Share r is rank r's.
 std::vector<std::vector<int64_t>> dp_shares(const RlBatch& batch, std::span<const int64_t> indices, int64_t dp_size,

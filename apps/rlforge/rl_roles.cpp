@@ -103,19 +103,17 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
-// This rank's rollout replica's contiguous share of `n` prompts to generate: the first n % replicas
-// replicas take one more. (A placeholder context off the role: all of them.)
+// This rank's rollout replica's contiguous share of `n` prompts to generate (contiguous_share; off the
+// role, where the context is a single process: all of them).
 std::vector<int64_t> replica_share(int64_t n, const dist::ParallelContext& parallel) {
-  const int64_t replicas = parallel.dp().size(), replica = parallel.dp().rank();
-  const int64_t base = n / replicas, extra = n % replicas;
-  const int64_t first = replica * base + std::min(replica, extra);
-  std::vector<int64_t> share(static_cast<size_t>(base + (replica < extra ? 1 : 0)));
-  std::iota(share.begin(), share.end(), first);
-  return share;
+  const ContiguousShare share = contiguous_share(n, parallel.dp().size(), parallel.dp().rank());
+  std::vector<int64_t> indices(static_cast<size_t>(share.count));
+  std::iota(indices.begin(), indices.end(), share.first);
+  return indices;
 }
 
-// This rank's DP replica's share of a forward pass over every response of `batch` (dp_shares; a
-// placeholder context off the role: all of them).
+// This rank's DP replica's share of a forward pass over every response of `batch` (dp_shares; off the
+// role, where the context is a single process: all of them).
 std::vector<int64_t> pass_share(const RlBatch& batch, const dist::ParallelContext& parallel, bool balance) {
   const std::vector<int64_t> all = iota(int64_t(batch.size()));
   return dp_shares(batch, all, parallel.dp().size(), balance)[size_t(parallel.dp().rank())];

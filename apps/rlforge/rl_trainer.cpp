@@ -351,8 +351,7 @@ struct RlTrainer::State {
         reward_model_input(c.reward_model.enable ? std::make_optional<RewardModelInput>(c, tokens, folder)
                                                  : std::nullopt),
         num_candidates(std::min(folder.config.vocab_size, tokens.tokenizer->vocab_size())),
-        run_dir(c.run_dir()),
-        run_dir_written((write_run_dir(resolved_yaml), true)),
+        run_dir(write_run_dir(resolved_yaml)),
         roles(c, folder.config, w, tracker, role_placement(c, w.size())),
         critic_folder(c.uses_critic() ? std::make_optional(critic_hf_folder(c)) : std::nullopt),
         reward_model_folder(c.reward_model.enable
@@ -373,12 +372,15 @@ struct RlTrainer::State {
     }
   }
 
-  void write_run_dir(const std::string& resolved_yaml) const {
-    if (!lead) return;
+  // The run folder with the resolved config in it (world rank 0 writes it); returns its path.
+  std::string write_run_dir(const std::string& resolved_yaml) const {
+    const std::string dir = config.run_dir();
+    if (!lead) return dir;
     core::log_info("{}", pool.describe());
-    std::filesystem::create_directories(run_dir);
-    formats::write_file_atomically(run_dir + "/config.yaml", resolved_yaml);
+    std::filesystem::create_directories(dir);
+    formats::write_file_atomically(dir + "/config.yaml", resolved_yaml);
     core::log_info("model {} from {}", folder.config.describe(), *config.actor_rollout_ref.model.path);
+    return dir;
   }
   RunContext run_context() {
     return {config, world, roles, prompts, reward.get(), tokens, overlong, num_candidates};
@@ -404,7 +406,6 @@ struct RlTrainer::State {
   std::optional<RewardModelInput> reward_model_input;
   const int64_t num_candidates;
   const std::string run_dir;
-  const bool run_dir_written;
   MemoryTracker tracker;
   RlRoles roles;
   // What the critic's checkpoints export as a Hugging Face folder (critic_huggingface/).
