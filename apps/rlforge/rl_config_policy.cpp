@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <set>
 
-#include "apps/rlforge/rl_config.h"
+#include "rl/trainer/rl_config.h"
 #include "config/bind.h"
 #include "config/suggest.h"
 #include "config/yaml_util.h"
@@ -349,7 +349,7 @@ void apply_verl_key_policy(config::ConfigTree& tree) {
     parent.remove(last_part(entry.key));
     accepted.push_back(entry.key);
   }
-  const std::vector<std::string> sections = verl_only_sections(config::to_yaml(RlConfig{}));
+  const std::vector<std::string> sections = verl_only_sections(config::to_yaml(rl::RlConfig{}));
   for (const std::string& section : sections) {
     YAML::Node node = config::node_at_path(root, section);
     if (!node.IsDefined()) continue;

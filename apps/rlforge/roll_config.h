@@ -9,7 +9,7 @@
 // a key not in it is an error naming the ROLL path and the file (with a "did you mean"), as is a listed
 // key at a value rlforge cannot honour. ROLL's `${key}` references to other keys of the same file are
 // resolved first (a whole-value reference keeps the referenced value's type); OmegaConf's other
-// resolvers are refused. Not here: the ranks against the job's world (role_placement.h checks the
+// resolvers are refused. Not here: the ranks against the job's world (rl/trainer/role_placement.h checks the
 // placement keys the ranks become).
 #pragma once
 
@@ -17,13 +17,13 @@
 
 #include <string>
 
-#include "apps/rlforge/roll_device_mapping.h"
+#include "rl/trainer/roll_device_mapping.h"
 
 namespace rf::apps {
 
 struct RollConfig {
   YAML::Node verl_tree;              // verl's keys the file sets (rlforge's defaults not merged yet)
-  RollDeviceMapping device_mapping;  // each role's ranks (also in verl_tree's device_mapping keys but the
+  rl::RollDeviceMapping device_mapping;  // each role's ranks (also in verl_tree's device_mapping keys but the
                                      // critic's, which are actor_train's)
 };
 

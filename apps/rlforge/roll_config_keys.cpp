@@ -375,11 +375,11 @@ std::vector<int64_t> actor_train_ranks(const Translator& t) {
            "required: the ranks of the trained actor (their number sets the data-parallel size of ROLL's batch "
            "arithmetic), e.g. list(range(0,1)) for one process");
   std::vector<int64_t> ranks;
-  t.rekeyed(key, [&] { ranks = parse_device_mapping(value, key); });
+  t.rekeyed(key, [&] { ranks = rl::parse_device_mapping(value, key); });
   return ranks;
 }
 
-// Each role's ranks go to rlforge's placement key (role_placement.h). A role without a device_mapping
+// Each role's ranks go to rlforge's placement key (rl/trainer/role_placement.h). A role without a device_mapping
 // runs where actor_train does (rlforge colocates its roles); the reference then stays null, which is
 // already "the actor's ranks" there.
 void device_mapping(Translator& t, const std::string& key) {
@@ -391,7 +391,7 @@ void device_mapping(Translator& t, const std::string& key) {
   else if (!value.IsDefined())
     ranks = t.device_mapping().ranks_by_role.at("actor_train");
   else
-    t.rekeyed(key, [&] { ranks = parse_device_mapping(value, key); });
+    t.rekeyed(key, [&] { ranks = rl::parse_device_mapping(value, key); });
   t.device_mapping().ranks_by_role[role] = ranks;
   if (value.IsDefined() || role != "reference") t.set_value(row_key(t), ranks);
 }
@@ -402,7 +402,7 @@ std::vector<int64_t> critic_ranks(const Translator& t) {
   const std::string key = "critic.device_mapping";
   if (!t.in_file(key)) return actor_train_ranks(t);
   std::vector<int64_t> ranks;
-  t.rekeyed(key, [&] { ranks = parse_device_mapping(t.value(key), key); });
+  t.rekeyed(key, [&] { ranks = rl::parse_device_mapping(t.value(key), key); });
   return ranks;
 }
 

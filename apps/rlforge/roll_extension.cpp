@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "apps/rlforge/rl_config.h"
+#include "rl/trainer/rl_config.h"
 #include "apps/rlforge/roll_config_keys.h"
 #include "apps/rlforge/roll_translator.h"
 #include "config/bind.h"
@@ -54,7 +54,7 @@ void check_rewards_cover_task(const RollTranslator& t) {
   const YAML::Node data = config::find_child(t.verl(), "data");
   const YAML::Node train_files = config::find_child(data, "train_files");
   if (!rewards.IsMap() || (train_files.IsDefined() && !train_files.IsNull())) return;
-  RlDataConfig task_config;
+  rl::RlDataConfig task_config;
   if (const YAML::Node task = config::find_child(data, "task"); task.IsDefined())
     t.rekeyed("rlforge.data.task",
               [&] { task_config.task = config::bind<decltype(task_config.task)>(task, "rlforge.data.task"); });
@@ -76,7 +76,7 @@ void merge_rlforge_block(RollTranslator& t, const std::string& key) {
     if (!block.IsMap())
       t.fail(key,
              fmt::format("expected a map of verl keys (rlforge's extension), got {}", config::describe_node(block)));
-    const RlConfig defaults;
+    const rl::RlConfig defaults;
     merge(t, block, config::to_yaml(defaults), "", key);
   }
   check_rewards_cover_task(t);

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/rlforge/roll_device_mapping.h"
+#include "rl/trainer/roll_device_mapping.h"
 #include "config/bind.h"
 
 namespace rf::apps {
@@ -55,8 +55,8 @@ class RollTranslator {
   // A key of rlforge's own block (roll_extension.h), which no row sets; once.
   void set_extension(const std::string& verl_key, const YAML::Node& value);
   const YAML::Node& verl() const { return verl_; }
-  RollDeviceMapping& device_mapping() { return device_mapping_; }
-  const RollDeviceMapping& device_mapping() const { return device_mapping_; }
+  rl::RollDeviceMapping& device_mapping() { return device_mapping_; }
+  const rl::RollDeviceMapping& device_mapping() const { return device_mapping_; }
 
   // --- errors and notes
   // ConfigError at the ROLL key, the file named in the message.
@@ -71,7 +71,7 @@ class RollTranslator {
   YAML::Node roll_;
   std::string source_;
   YAML::Node verl_;
-  RollDeviceMapping device_mapping_;
+  rl::RollDeviceMapping device_mapping_;
   std::vector<std::string> no_effect_;
   const RollKey* row_ = nullptr;
 };

@@ -7,8 +7,8 @@
 
 #include "apps/rlforge/commands.h"
 #include "apps/rlforge/rl_config_policy.h"
-#include "apps/rlforge/rl_trainer.h"
-#include "apps/rlforge/role_placement.h"
+#include "rl/trainer/rl_trainer.h"
+#include "rl/trainer/role_placement.h"
 #include "apps/rlforge/roll_config.h"
 #include "config/bind.h"
 #include "config/config_tree.h"
@@ -53,7 +53,7 @@ YAML::Node megatron_in_file(const config::ConfigTree& tree, const std::string& r
   return in_file.IsDefined() ? YAML::Clone(in_file) : YAML::Node();
 }
 
-RlConfig load_rl_config(const std::string& config_path, const std::vector<std::string>& overrides) {
+rl::RlConfig load_rl_config(const std::string& config_path, const std::vector<std::string>& overrides) {
   config::ConfigTree tree = config::ConfigTree::from_file(config_path);
   // A ROLL-style file becomes verl's key tree here (roll_config.h); from this line on it is a verl config.
   if (is_roll_config(tree.root()))
@@ -62,14 +62,14 @@ RlConfig load_rl_config(const std::string& config_path, const std::vector<std::s
   const YAML::Node ref_in_file = megatron_in_file(tree, "actor_rollout_ref.ref");
   const YAML::Node critic_in_file = megatron_in_file(tree, "critic");
   const YAML::Node reward_model_in_file = megatron_in_file(tree, "reward_model");
-  const RlConfig defaults;
+  const rl::RlConfig defaults;
   tree.merge_defaults(config::to_yaml(defaults));
   tree.apply_overrides(reach_unimplemented_verl_keys(overrides));
   apply_verl_key_policy(tree);
   megatron_follows_actor(tree, "actor_rollout_ref.ref", ref_in_file, overrides);
   megatron_follows_actor(tree, "critic", critic_in_file, overrides);
   megatron_follows_actor(tree, "reward_model", reward_model_in_file, overrides);
-  return config::bind<RlConfig>(tree.root(), "");
+  return config::bind<rl::RlConfig>(tree.root(), "");
 }
 
 // A role's mini-batch of `mini_batch_size` prompts x `n` responses is split evenly over its DP ranks.
@@ -81,16 +81,16 @@ void check_mini_batch_split(const std::string& key, int64_t mini_batch_size, int
                                        responses, mini_batch_size, n, num_dp_ranks));
 }
 
-// Each role on its ranks (role_placement.h: all of them by default, the hybrid engine), each TP group a
+// Each role on its ranks (rl/trainer/role_placement.h: all of them by default, the hybrid engine), each TP group a
 // slice of them and DP the rest. Pipeline, context and expert sizes other than 1 were refused by
 // EngineConfig::validate already.
-void check_rl_layout(const RlConfig& config, int world_size) {
-  const RolePlacement placement = role_placement(config, world_size);
+void check_rl_layout(const rl::RlConfig& config, int world_size) {
+  const rl::RolePlacement placement = rl::role_placement(config, world_size);
   const auto check_tp = [&](const std::string& key, int64_t tp, const std::vector<int>& ranks) {
     if (ranks.empty() && world_size % tp != 0)
       throw ConfigError(key, fmt::format("{} does not divide the world size {}", tp, world_size));
   };
-  const ActorRolloutRefSection& roles = config.actor_rollout_ref;
+  const rl::ActorRolloutRefSection& roles = config.actor_rollout_ref;
   check_tp("actor_rollout_ref.actor.megatron.tensor_model_parallel_size", roles.actor.megatron.tensor_model_parallel_size,
            placement.actor);
   check_tp("actor_rollout_ref.ref.megatron.tensor_model_parallel_size", roles.ref.megatron.tensor_model_parallel_size,
@@ -127,7 +127,7 @@ Command add_train_command(CLI::App& app, const dist::MpiRuntime& mpi) {
   cmd->add_option("overrides", *overrides,
                   "dotted overrides: algorithm.adv_estimator=grpo, trainer.total_training_steps=50, +a.b=1");
   return [config_path, overrides, check_only, &mpi] {
-    const RlConfig config = load_rl_config(*config_path, *overrides);
+    const rl::RlConfig config = load_rl_config(*config_path, *overrides);
     const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
     check_rl_layout(config, world->size());
     const std::string resolved_yaml = YAML::Dump(config::to_yaml(config));
@@ -135,7 +135,7 @@ Command add_train_command(CLI::App& app, const dist::MpiRuntime& mpi) {
       if (world->rank() == 0) std::printf("%s\n", resolved_yaml.c_str());
       return 0;
     }
-    RlTrainer(config, resolved_yaml, *world).fit();
+    rl::RlTrainer(config, resolved_yaml, *world).fit();
     return 0;
   };
 }

@@ -3,7 +3,7 @@
 // restarting at 0 in each document). An example becomes [bos] + encode(prompt) + encode(response) +
 // [eos] (no bos when there is none, as for Qwen); the loss covers the response tokens and eos only:
 // the target at position t is token t+1 when that is a response token or eos, else -100. Which bos
-// and eos is the caller's choice (SftSpecialIds): apps/rlforge/sft_tokenizer.h takes the model's.
+// and eos is the caller's choice (SftSpecialIds): apps/rlforge/run_tokenizer.h takes the model's.
 // Examples are packed first-fit in order: each goes into the first micro-batch with room for it, or
 // opens a new one, so no token is padding. Not here: loss aggregation (the trainer divides by
 // num_loss_tokens summed over the global batch) and DP sharding of the micro-batches.

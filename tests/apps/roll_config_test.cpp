@@ -757,7 +757,7 @@ TEST(RollConfig, ReferencesToOtherKeysResolveAndKeepTheirType) {
 }
 
 TEST(RollDeviceMapping, ReadsListsAndPythonRangesOnly) {
-  const auto parse = [](const std::string& yaml) { return parse_device_mapping(YAML::Load(yaml), "m"); };
+  const auto parse = [](const std::string& yaml) { return rl::parse_device_mapping(YAML::Load(yaml), "m"); };
   EXPECT_EQ(parse("[2, 0, 1]"), (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(parse("list(range(0,4))"), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(parse("'list(range(2, 5))'"), (std::vector<int64_t>{2, 3, 4}));
@@ -789,7 +789,7 @@ TEST(RollDeviceMapping, RanksBecomeThePlacementKeys) {
   EXPECT_EQ(config.device_mapping.ranks_by_role.at("actor_train"), both);
   EXPECT_EQ(config.device_mapping.ranks_by_role.at("actor_infer"), both);
   EXPECT_EQ(config.device_mapping.ranks_by_role.at("reference"), both);  // none given: actor_train's
-  // rlforge's placement keys (role_placement.h, which checks them against the world) get the ranks; the
+  // rlforge's placement keys (rl/trainer/role_placement.h, which checks them against the world) get the ranks; the
   // reference without a section stays null, which is the actor's ranks there.
   EXPECT_TRUE(same_value(verl_at(config, "actor_rollout_ref.actor.device_mapping"), "[0, 1]"));
   EXPECT_TRUE(same_value(verl_at(config, "actor_rollout_ref.rollout.device_mapping"), "[0, 1]"));
@@ -798,7 +798,7 @@ TEST(RollDeviceMapping, RanksBecomeThePlacementKeys) {
                                            "'list(range(0, 2))'}}"),
                                  "actor_rollout_ref.ref.device_mapping"),
                          "[0, 1]"));
-  // Roles on subsets of the ranks pass through to the placement keys (role_placement.h checks the world).
+  // Roles on subsets of the ranks pass through to the placement keys (rl/trainer/role_placement.h checks the world).
   const RollConfig subset = translate("{actor_train: {device_mapping: [0, 1]}, actor_infer: {device_mapping: "
                                       "'list(range(2,4))'}}");
   EXPECT_TRUE(same_value(verl_at(subset, "actor_rollout_ref.actor.device_mapping"), "[0, 1]"));

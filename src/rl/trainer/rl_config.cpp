@@ -1,0 +1,381 @@
+// RlConfig's cross-section checks: what no single section can see on its own (a mini-batch against the
+// batch, the critic's keys with the actor's values they follow, the built-in task against the rule scorers and
+// against the keys only JSONL files use), and the names the rl layer's registries must know, checked at
+// read time so a typo fails before any work.
+// Every error is keyed by the full dotted path the user wrote. The engine blocks' own rules (dtype,
+// parallel sizes) are EngineConfig::validate's; the layout against the world is train_command.cpp's.
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "rl/trainer/rl_config.h"
+#include "config/yaml_json.h"
+#include "config/bind.h"
+#include "core/error.h"
+#include "data/data_config.h"
+#include "data/task.h"
+#include "rl/advantage_estimator.h"
+#include "rl/agg_loss.h"
+#include "rl/kl_controller.h"
+#include "rl/kl_penalty.h"
+#include "rl/policy_loss.h"
+#include "rl/rewards/reward_scorer.h"
+
+namespace rf::rl {
+namespace {
+
+// The rl layer keys its errors by the short key it knows (adv_estimator, loss_agg_mode); the user
+// wrote the full path.
+void rekeyed(const std::string& key, const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const ConfigError& error) {
+    throw ConfigError(key, error.detail());
+  }
+}
+
+// The same for a section's own check, whose keys are relative to `section`.
+void rekeyed_under(const std::string& section, const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const ConfigError& error) {
+    throw ConfigError(section + "." + error.key_path(), error.detail());
+  }
+}
+
+void require_positive(const std::string& key, int64_t value) {
+  if (value <= 0) throw ConfigError(key, fmt::format("must be positive, got {}", value));
+}
+
+void require_positive(const std::string& key, const std::optional<int64_t>& value) {
+  if (value) require_positive(key, *value);
+}
+
+void require_nonempty(const std::string& key, const std::string& value) {
+  if (value.empty()) throw ConfigError(key, "must not be empty");
+}
+
+void require_one_of(const std::string& key, const std::string& value, const std::vector<std::string>& allowed,
+                    std::string_view why = "") {
+  for (const std::string& name : allowed)
+    if (value == name) return;
+  throw ConfigError(key, fmt::format("'{}': expected {}{}", value, fmt::join(allowed, " or "), why));
+}
+
+// Sampling parameters of the rollout (`prefix` is rollout or rollout.val_kwargs).
+void check_sampling(const std::string& prefix, double temperature, double top_p, int64_t top_k, int64_t n) {
+  if (!(temperature >= 0))
+    throw ConfigError(prefix + ".temperature", fmt::format("must be >= 0 (0: greedy), got {}", temperature));
+  if (!(top_p > 0 && top_p <= 1)) throw ConfigError(prefix + ".top_p", fmt::format("must be in (0, 1], got {}", top_p));
+  if (top_k < -1) throw ConfigError(prefix + ".top_k", fmt::format("must be >= 1, or -1 for off, got {}", top_k));
+  if (n < 1) throw ConfigError(prefix + ".n", fmt::format("must be >= 1 response per prompt, got {}", n));
+}
+
+void check_algorithm(const AlgorithmConfig& algorithm) {
+  rekeyed("algorithm.adv_estimator", [&] { rl::find_advantage_estimator(algorithm.adv_estimator); });
+  rekeyed("algorithm.kl_penalty", [&] { rl::parse_kl_penalty(algorithm.kl_penalty); });
+  rekeyed("algorithm.kl_ctrl.type", [&] { rl::parse_kl_control_type(algorithm.kl_ctrl.type); });
+  if (algorithm.kl_ctrl.type == "adaptive" && !(algorithm.kl_ctrl.horizon > 0))
+    throw ConfigError("algorithm.kl_ctrl.horizon", fmt::format("must be positive, got {}", algorithm.kl_ctrl.horizon));
+}
+
+// ppo_mini_batch_size counts prompts; its micro-batches count responses (rollout.n per prompt).
+void check_batch_sizes(const RlConfig& c) {
+  const ActorSection& actor = c.actor_rollout_ref.actor;
+  const int64_t batch = c.data.train_batch_size;
+  const int64_t mini = actor.ppo_mini_batch_size;
+  require_positive("data.train_batch_size", batch);
+  require_positive("actor_rollout_ref.actor.ppo_mini_batch_size", mini);
+  if (mini > batch || batch % mini != 0)
+    throw ConfigError("actor_rollout_ref.actor.ppo_mini_batch_size",
+                      fmt::format("{} does not divide data.train_batch_size = {}: a step's prompts are cut into "
+                                  "whole mini-batches, so expected a divisor of {}",
+                                  mini, batch, batch));
+  require_positive("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", actor.ppo_micro_batch_size_per_gpu);
+  const int64_t responses = mini * c.actor_rollout_ref.rollout.n;
+  if (actor.ppo_micro_batch_size_per_gpu && responses % *actor.ppo_micro_batch_size_per_gpu != 0)
+    throw ConfigError("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+                      fmt::format("{} does not divide a mini-batch's {} responses (ppo_mini_batch_size {} x "
+                                  "rollout.n {})",
+                                  *actor.ppo_micro_batch_size_per_gpu, responses, mini, c.actor_rollout_ref.rollout.n));
+  require_positive("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                   c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu);
+  // By tokens, every response (prompt + response) must fit one micro-batch (verl asserts the same).
+  const int64_t longest = c.prompt_length() + c.response_length();
+  if (actor.use_dynamic_bsz && actor.ppo_max_token_len_per_gpu < longest)
+    throw ConfigError("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+                      fmt::format("{} is below the longest sequence, {} prompt + {} response tokens: with "
+                                  "use_dynamic_bsz every sequence must fit one micro-batch",
+                                  actor.ppo_max_token_len_per_gpu, c.prompt_length(), c.response_length()));
+  require_positive("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                   c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu);
+}
+
+// The critic's keys, each with the actor's value where it follows the actor. Checked whether or not the
+// critic is built: a value no critic could run with (critic.strategy: mindspeed) is an error in a GRPO
+// config too, not something that waits for the day the critic is switched on.
+void check_critic(const RlConfig& c) {
+  const std::string at = "critic.";
+  require_one_of(at + "strategy", c.critic.strategy, {"megatron"}, " (rlforge's TrainEngine; fsdp is not available)");
+  rekeyed(at + "loss_agg_mode", [&] { rl::parse_agg_mode(c.critic_loss_agg_mode()); });
+  require_positive(at + "ppo_epochs", c.critic_ppo_epochs());
+  require_positive(at + "ppo_max_token_len_per_gpu", c.critic.ppo_max_token_len_per_gpu);
+  if (c.critic_use_dynamic_bsz() && c.critic.ppo_max_token_len_per_gpu < c.prompt_length() + c.response_length())
+    throw ConfigError(at + "ppo_max_token_len_per_gpu",
+                      fmt::format("{} is below the longest sequence, {} tokens: with use_dynamic_bsz every sequence "
+                                  "must fit one micro-batch",
+                                  c.critic.ppo_max_token_len_per_gpu, c.prompt_length() + c.response_length()));
+  if (!(c.critic.cliprange_value >= 0))
+    throw ConfigError(at + "cliprange_value", fmt::format("must be >= 0, got {}", c.critic.cliprange_value));
+  const int64_t batch = c.data.train_batch_size;
+  const int64_t mini = c.critic_ppo_mini_batch_size();
+  require_positive(at + "ppo_mini_batch_size", mini);
+  if (mini > batch || batch % mini != 0)
+    throw ConfigError(at + "ppo_mini_batch_size",
+                      fmt::format("{} does not divide data.train_batch_size = {}: a step's prompts are cut into "
+                                  "whole mini-batches, so expected a divisor of {}",
+                                  mini, batch, batch));
+  const std::optional<int64_t> micro = c.critic.ppo_micro_batch_size_per_gpu;
+  require_positive(at + "ppo_micro_batch_size_per_gpu", micro);
+  const int64_t responses = mini * c.actor_rollout_ref.rollout.n;
+  if (micro && responses % *micro != 0)
+    throw ConfigError(at + "ppo_micro_batch_size_per_gpu",
+                      fmt::format("{} does not divide a mini-batch's {} responses (ppo_mini_batch_size {} x "
+                                  "rollout.n {})",
+                                  *micro, responses, mini, c.actor_rollout_ref.rollout.n));
+}
+
+void check_actor(const ActorSection& actor) {
+  const std::string at = "actor_rollout_ref.actor.";
+  require_one_of(at + "strategy", actor.strategy, {"megatron"}, " (rlforge's TrainEngine; fsdp is not available)");
+  rekeyed(at + "policy_loss.loss_mode", [&] { rl::find_policy_loss(actor.policy_loss.loss_mode); });
+  rekeyed(at + "loss_agg_mode", [&] { rl::parse_agg_mode(actor.loss_agg_mode); });
+  rekeyed(at + "kl_loss_type", [&] { rl::parse_kl_penalty(actor.kl_loss_type); });
+  require_positive(at + "ppo_epochs", actor.ppo_epochs);
+  require_positive(at + "ppo_max_token_len_per_gpu", actor.ppo_max_token_len_per_gpu);
+  if (!(actor.clip_ratio_c > 1))
+    throw ConfigError(at + "clip_ratio_c", fmt::format("must be > 1 (the dual-clip bound), got {}", actor.clip_ratio_c));
+}
+
+void check_rollout(const RolloutSection& rollout) {
+  const std::string at = "actor_rollout_ref.rollout.";
+  require_one_of(at + "name", rollout.name, {"rlforge"},
+                 " (rlforge's own engine; vllm, sglang and trtllm are not available here)");
+  require_one_of(at + "dtype", rollout.dtype, {"bfloat16", "float32"});
+  check_sampling("actor_rollout_ref.rollout", rollout.temperature, rollout.top_p, rollout.top_k, rollout.n);
+  const ValKwargs& val = rollout.val_kwargs;
+  check_sampling("actor_rollout_ref.rollout.val_kwargs", val.temperature, val.top_p, val.top_k, val.n);
+  if (!(rollout.gpu_memory_utilization > 0 && rollout.gpu_memory_utilization <= 1))
+    throw ConfigError(at + "gpu_memory_utilization",
+                      fmt::format("must be in (0, 1], got {}", rollout.gpu_memory_utilization));
+  require_positive(at + "kv_cache_bytes", rollout.kv_cache_bytes);
+  require_positive(at + "block_size", rollout.block_size);
+  require_positive(at + "tensor_model_parallel_size", rollout.tensor_model_parallel_size);
+  require_positive(at + "max_num_batched_tokens", rollout.max_num_batched_tokens);
+  require_positive(at + "max_num_seqs", rollout.max_num_seqs);
+  require_positive(at + "prompt_length", rollout.prompt_length);
+  require_positive(at + "response_length", rollout.response_length);
+}
+
+// Rewards come from the rule scorer of each row's data_source; a built-in task's data_source is its
+// name, so a task without a scorer could never be rewarded. (The data_source values of JSONL files are
+// checked when the trainer reads them.)
+void check_builtin_task(const RlDataConfig& data) {
+  const std::string name = data.builtin_task();
+  const std::unique_ptr<data::Task> task = data::make_task(name, config::yaml_to_json(data.task_kwargs), 0);
+  try {
+    rl::make_rule_scorer(task->name());
+  } catch (const ConfigError&) {
+    throw ConfigError("data.task",
+                      fmt::format("'{}': the built-in task's data_source '{}' has no rule scorer, so its responses "
+                                  "cannot be rewarded; expected a task whose data_source is one of: {}",
+                                  name, task->name(), fmt::join(rl::rule_scorer_data_sources(), ", ")));
+  }
+}
+
+// The keys that only mean something for JSONL files, set to other than verl's default with a built-in
+// task: they would change nothing, which is not what their user asked for.
+void reject_file_keys(const RlDataConfig& data) {
+  const auto reject = [](const std::string& key, bool set) {
+    if (set)
+      throw ConfigError("data." + key, "applies to the rows of data.train_files; a built-in task (data.train_files "
+                                       "null) draws its prompts from data.seed: leave it at verl's default");
+  };
+  reject("val_files", data.val_files.has_value());
+  reject("prompt_key", data.prompt_key != "prompt");
+  reject("reward_fn_key", data.reward_fn_key != "data_source");
+  reject("filter_overlong_prompts", data.filter_overlong_prompts);
+  reject("shuffle", !data.shuffle);
+}
+
+// `rule_rewards`: no custom_reward_function, so the rule scorers must know the task's data_source.
+void check_data(const RlDataConfig& data, const RlTrainerConfig& trainer, bool rule_rewards) {
+  require_positive("data.max_prompt_length", data.max_prompt_length);
+  require_positive("data.max_response_length", data.max_response_length);
+  require_positive("data.val_size", data.val_size);
+  require_one_of("data.truncation", data.truncation, {"error", "left", "right", "middle"});
+  rekeyed_under("data", [&] { data::check_data_source(data.task, data.task_kwargs, data.train_files, data.val_files); });
+  if (!data.train_files) {
+    reject_file_keys(data);
+    if (rule_rewards) check_builtin_task(data);
+    return;
+  }
+  if (!data.val_files && trainer.test_freq > 0)
+    throw ConfigError("data.val_files", fmt::format("null, but trainer.test_freq is {}: validation reads the rows of "
+                                                    "data.val_files (set them, or trainer.test_freq: -1)",
+                                                    trainer.test_freq));
+  require_nonempty("data.prompt_key", data.prompt_key);
+  require_nonempty("data.reward_fn_key", data.reward_fn_key);
+}
+
+// The reward model's keys, when it is on (reward_model.enable); its folder is checked when it is opened.
+void check_reward_model(const RewardModelSection& rm) {
+  require_one_of("reward_model.strategy", rm.strategy, {"megatron"}, " (rlforge's InferEngine)");
+  if (!rm.model.path)
+    throw ConfigError("reward_model.model.path",
+                      "reward_model.enable is true: name the reward model's HF folder (*ForSequenceClassification)");
+  require_positive("reward_model.micro_batch_size_per_gpu", rm.micro_batch_size_per_gpu);
+  require_positive("reward_model.forward_max_token_len_per_gpu", rm.forward_max_token_len_per_gpu);
+  require_positive("reward_model.max_length", rm.max_length);
+}
+
+void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
+  for (const std::string& name : trainer.logger)
+    require_one_of("trainer.logger", name, {"console", "jsonl"}, " (wandb, tensorboard, ... are not available)");
+  require_one_of("trainer.device", trainer.device, {"cpu"}, " (rlforge runs on the CPU)");
+  require_one_of("trainer.resume_mode", trainer.resume_mode, {"auto", "disable", "resume_path"});
+  if (trainer.resume_mode == "resume_path" &&
+      (!trainer.resume_from_path || trainer.resume_from_path->find("global_step_") == std::string::npos))
+    throw ConfigError("trainer.resume_from_path",
+                      "resume_mode resume_path needs the path of a checkpoint folder, .../global_step_<k>");
+  require_positive("trainer.total_training_steps", trainer.total_training_steps);
+  if (!trainer.total_training_steps)
+    throw ConfigError("trainer.total_training_steps",
+                      builtin_task ? "required with a built-in task (data.train_files is null): its prompts never "
+                                     "run out, so there is no epoch to count"
+                                   : "required: verl's default, trainer.total_epochs x batches per epoch, needs "
+                                     "trainer.total_epochs, which rlforge does not implement yet");
+  require_positive("trainer.nnodes", trainer.nnodes);
+  require_positive("trainer.n_gpus_per_node", trainer.n_gpus_per_node);
+  require_positive("trainer.max_actor_ckpt_to_keep", trainer.max_actor_ckpt_to_keep);
+  require_positive("trainer.max_critic_ckpt_to_keep", trainer.max_critic_ckpt_to_keep);
+  if (trainer.critic_warmup < 0)
+    throw ConfigError("trainer.critic_warmup",
+                      fmt::format("must be >= 0 (the step the actor starts training at), got {}", trainer.critic_warmup));
+  if (trainer.log_val_generations < 0)
+    throw ConfigError("trainer.log_val_generations",
+                      fmt::format("must be >= 0 (the validation samples to log), got {}", trainer.log_val_generations));
+  if (trainer.num_threads < 0)
+    throw ConfigError("trainer.num_threads", fmt::format("must be >= 0 (0: cores / ranks), got {}", trainer.num_threads));
+  if (trainer.time_budget_s && !(*trainer.time_budget_s > 0))
+    throw ConfigError("trainer.time_budget_s", fmt::format("must be positive seconds, got {}", *trainer.time_budget_s));
+}
+
+}  // namespace
+
+void RlConfig::validate() const {
+  if (!actor_rollout_ref.hybrid_engine)
+    throw ConfigError("actor_rollout_ref.hybrid_engine",
+                      "false: expected true (rlforge places roles on ranks with actor_rollout_ref.<role>.device_mapping)");
+  require_one_of("actor_rollout_ref.ref.strategy", actor_rollout_ref.ref.strategy, {"megatron"});
+  require_one_of("custom_reward_function.on_error", custom_reward_function.on_error, {"fail", "zero"});
+  if (custom_reward_function.num_workers < 1)
+    throw ConfigError("custom_reward_function.num_workers",
+                      fmt::format("must be >= 1, got {}", custom_reward_function.num_workers));
+  if (!(custom_reward_function.timeout_s > 0))
+    throw ConfigError("custom_reward_function.timeout_s",
+                      fmt::format("must be positive, got {}", custom_reward_function.timeout_s));
+  check_algorithm(algorithm);
+  check_actor(actor_rollout_ref.actor);
+  check_rollout(actor_rollout_ref.rollout);
+  check_batch_sizes(*this);
+  if (algorithm.adv_estimator == "gae" && !uses_critic())
+    throw ConfigError("critic.enable", "false, but algorithm.adv_estimator gae needs the critic's values: enable it "
+                                       "(or null), or pick an estimator without values (grpo, rloo, ...)");
+  check_critic(*this);
+  if (reward_model.enable) {
+    check_reward_model(reward_model);
+    const int64_t rm_longest = reward_model.max_length.value_or(prompt_length() + response_length());
+    if (reward_model.use_dynamic_bsz.value_or(actor_rollout_ref.actor.use_dynamic_bsz) &&
+        reward_model.forward_max_token_len_per_gpu < rm_longest)
+      throw ConfigError("reward_model.forward_max_token_len_per_gpu",
+                        fmt::format("{} is below the longest sequence the reward model reads, {} tokens: with "
+                                    "use_dynamic_bsz every sequence must fit one forward",
+                                    reward_model.forward_max_token_len_per_gpu, rm_longest));
+  }
+  require_one_of("reward_model.reward_manager", reward_model.reward_manager, {"naive", "dapo"},
+                 " (batch and prime: rlforge's Python reward pool already scores a batch in parallel with the "
+                 "per-sample function)");
+  overlong_buffer();
+  // With a reward model, the reward function scores validation only.
+  check_data(data, trainer, !custom_reward_function.path && (!reward_model.enable || trainer.test_freq > 0));
+  check_trainer(trainer, !data.train_files);
+  if (!(resources.device_memory_gb > 0))
+    throw ConfigError("resources.device_memory_gb", fmt::format("must be positive, got {}", resources.device_memory_gb));
+}
+
+rl::OverlongBufferConfig RlConfig::overlong_buffer() const {
+  const std::string key = "reward_model.reward_kwargs";
+  const bool has_kwargs = reward_model.reward_kwargs.IsDefined() && !reward_model.reward_kwargs.IsNull() &&
+                          reward_model.reward_kwargs.size() > 0;
+  if (reward_model.reward_manager == "naive") {
+    if (has_kwargs) throw ConfigError(key, "the naive reward manager takes no arguments (dapo takes overlong_buffer_cfg)");
+    return {};
+  }
+  const DapoRewardKwargs kwargs =
+      has_kwargs ? config::bind<DapoRewardKwargs>(reward_model.reward_kwargs, key) : DapoRewardKwargs{};
+  const OverlongBufferSection& b = kwargs.overlong_buffer_cfg;
+  if (!b.enable) return {};
+  const std::string at = key + ".overlong_buffer_cfg.";
+  if (b.len <= 0) throw ConfigError(at + "len", fmt::format("must be positive, got {}", b.len));
+  if (!(b.penalty_factor >= 0))
+    throw ConfigError(at + "penalty_factor", fmt::format("must be >= 0, got {}", b.penalty_factor));
+  if (!kwargs.max_resp_len)
+    throw ConfigError(key + ".max_resp_len", "required with overlong_buffer_cfg.enable (verl: max_resp_len must be "
+                                             "provided): the response length the buffer ends at");
+  if (*kwargs.max_resp_len < b.len)
+    throw ConfigError(key + ".max_resp_len", fmt::format("{} is below overlong_buffer_cfg.len {}: the buffer is its "
+                                                         "last tokens",
+                                                         *kwargs.max_resp_len, b.len));
+  return {.enable = true, .len = b.len, .penalty_factor = b.penalty_factor, .log = b.log,
+          .max_resp_len = *kwargs.max_resp_len};
+}
+
+std::string RlConfig::run_dir() const {
+  return trainer.default_local_dir.value_or(
+      fmt::format("checkpoints/{}/{}", trainer.project_name, trainer.experiment_name));
+}
+
+int64_t RlConfig::prompt_length() const {
+  return actor_rollout_ref.rollout.prompt_length.value_or(data.max_prompt_length);
+}
+
+int64_t RlConfig::response_length() const {
+  return actor_rollout_ref.rollout.response_length.value_or(data.max_response_length);
+}
+
+std::string RlConfig::critic_model_path() const {
+  return critic.model.path.value_or(actor_rollout_ref.model.path.value_or(""));
+}
+
+int64_t RlConfig::critic_ppo_mini_batch_size() const {
+  return critic.ppo_mini_batch_size.value_or(actor_rollout_ref.actor.ppo_mini_batch_size);
+}
+
+bool RlConfig::critic_use_dynamic_bsz() const {
+  return critic.use_dynamic_bsz.value_or(actor_rollout_ref.actor.use_dynamic_bsz);
+}
+
+int64_t RlConfig::critic_ppo_epochs() const { return critic.ppo_epochs.value_or(actor_rollout_ref.actor.ppo_epochs); }
+
+bool RlConfig::critic_shuffle() const { return critic.shuffle.value_or(actor_rollout_ref.actor.shuffle); }
+
+uint64_t RlConfig::critic_data_loader_seed() const {
+  return critic.data_loader_seed.value_or(actor_rollout_ref.actor.data_loader_seed);
+}
+
+std::string RlConfig::critic_loss_agg_mode() const {
+  return critic.loss_agg_mode.value_or(actor_rollout_ref.actor.loss_agg_mode);
+}
+
+}  // namespace rf::rl

@@ -1,0 +1,527 @@
+#include "rl/trainer/rl_roles.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+#include "rl/trainer/rl_transfer.h"
+#include "engine/parallel_setup.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "data/index_permutation.h"
+#include "kernels/gemm_choice.h"
+#include "engine/offload_set.h"
+#include "model/hf_folder.h"
+#include "rl/agg_loss.h"
+
+namespace rf::rl {
+namespace {
+
+rl::ActorLossConfig actor_loss_config(const RlConfig& config) {
+  const ActorSection& a = config.actor_rollout_ref.actor;
+  rl::ActorLossConfig c;
+  c.loss_mode = a.policy_loss.loss_mode;
+  c.loss_agg_mode = rl::parse_agg_mode(a.loss_agg_mode);
+  c.policy_loss.clip_ratio = a.clip_ratio;
+  c.policy_loss.clip_ratio_low = a.clip_ratio_low;
+  c.policy_loss.clip_ratio_high = a.clip_ratio_high;
+  c.policy_loss.clip_ratio_c = a.clip_ratio_c;
+  c.policy_loss.tau_pos = a.tau_pos;
+  c.policy_loss.tau_neg = a.tau_neg;
+  c.policy_loss.kl_cov_ratio = a.policy_loss.kl_cov_ratio;
+  c.policy_loss.ppo_kl_coef = a.policy_loss.ppo_kl_coef;
+  c.entropy_coeff = a.entropy_coeff;
+  c.use_kl_loss = a.use_kl_loss;
+  c.kl_loss_coef = a.kl_loss_coef;
+  c.kl_loss_type = rl::parse_kl_penalty(a.kl_loss_type);
+  c.loss_scale_factor = a.loss_scale_factor;
+  c.max_response_length = config.response_length();
+  return c;
+}
+
+// The rollout's own layout: its TP size over the world, no sequence parallel.
+engine::EngineConfig rollout_layout(const RolloutSection& rollout) {
+  engine::EngineConfig layout;
+  layout.tensor_model_parallel_size = rollout.tensor_model_parallel_size;
+  layout.dtype = rollout.dtype;
+  return layout;
+}
+
+engine::rollout::RolloutConfig rollout_config(const RlConfig& config) {
+  const RolloutSection& r = config.actor_rollout_ref.rollout;
+  engine::rollout::RolloutConfig c;
+  c.block_size = r.block_size;
+  c.kv_cache_bytes = r.kv_cache_bytes;
+  c.gpu_memory_utilization = r.gpu_memory_utilization;
+  c.device_memory_bytes = int64_t(config.resources.device_memory_gb * double(int64_t(1) << 30));
+  c.enable_prefix_caching = r.enable_prefix_caching;
+  c.limits.max_num_seqs = r.max_num_seqs;
+  c.limits.max_num_batched_tokens = r.max_num_batched_tokens;
+  c.limits.enable_chunked_prefill = r.enable_chunked_prefill;
+  c.limits.max_model_len = config.prompt_length() + config.response_length();
+  return c;
+}
+
+// A role's parallel context over its ranks (a placeholder single-process context on the others, which
+// build no engine for it).
+template <class Role>
+dist::ParallelContext role_context(const engine::EngineConfig& layout, Role& role) {
+  if (!role.member()) return dist::ParallelContext::single_process();
+  return engine::make_parallel_context(layout, role.group());
+}
+
+rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
+  return {.loss_agg_mode = rl::parse_agg_mode(config.critic_loss_agg_mode()),
+          .cliprange_value = config.critic.cliprange_value,
+          .max_response_length = config.response_length()};
+}
+
+// A role's micro-batch cut: `micro` responses (null: its DP share of a mini-batch of
+// `mini_batch_responses` in one), or by tokens up to `max_tokens` with `dynamic` (use_dynamic_bsz).
+MicroBatching role_batching(int64_t mini_batch_responses, std::optional<int64_t> micro, bool dynamic,
+                            int64_t max_tokens, const dist::ParallelContext& parallel) {
+  return {micro.value_or(mini_batch_responses / parallel.dp().size()), dynamic ? max_tokens : 0};
+}
+
+// Tokens an engine's micro-batch may hold: `responses` of the longest documents, or the token budget.
+int64_t engine_capacity(const MicroBatching& batching, int64_t responses, int64_t longest) {
+  return batching.max_tokens > 0 ? std::max(batching.max_tokens, longest) : responses * longest;
+}
+
+// The old-log-prob, reference and values passes' micro-batches: responses only, no loss columns.
+std::vector<engine::TensorMap> forward_micro_batches(const RlBatch& batch, const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<engine::TensorMap> mbs;
+  for (const std::vector<int64_t>& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
+  return mbs;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+// This rank's rollout replica's contiguous share of `n` prompts to generate (contiguous_share; off the
+// role, where the context is a single process: all of them).
+std::vector<int64_t> replica_share(int64_t n, const dist::ParallelContext& parallel) {
+  const ContiguousShare share = contiguous_share(n, parallel.dp().size(), parallel.dp().rank());
+  std::vector<int64_t> indices(static_cast<size_t>(share.count));
+  std::iota(indices.begin(), indices.end(), share.first);
+  return indices;
+}
+
+// This rank's DP replica's share of a forward pass over every response of `batch` (dp_shares; off the
+// role, where the context is a single process: all of them).
+std::vector<int64_t> pass_share(const RlBatch& batch, const dist::ParallelContext& parallel, bool balance) {
+  const std::vector<int64_t> all = iota(int64_t(batch.size()));
+  return dp_shares(batch, all, parallel.dp().size(), balance)[size_t(parallel.dp().rank())];
+}
+
+// The mini-batches of a step's update, epoch after epoch: `mini_batch` responses each, in order or, with
+// `shuffle`, in a permutation keyed by (seed, step, epoch), so a resumed run shuffles the same way.
+std::vector<std::vector<int64_t>> epoch_mini_batches(int64_t B, int64_t mini_batch, int64_t epochs, bool shuffle,
+                                                     uint64_t seed, int64_t step) {
+  std::vector<std::vector<int64_t>> mini_batches;
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    std::vector<int64_t> order = iota(B);
+    if (shuffle) {
+      const std::array<uint32_t, 4> key = Philox(seed, uint64_t(step)).block_at(uint64_t(epoch));
+      const data::IndexPermutation permutation(uint64_t(B), uint64_t(key[0]) << 32 | key[1]);
+      for (int64_t i = 0; i < B; ++i) order[size_t(i)] = int64_t(permutation.forward(uint64_t(i)));
+    }
+    for (int64_t first = 0; first < B; first += mini_batch)
+      mini_batches.emplace_back(order.begin() + first, order.begin() + std::min(B, first + mini_batch));
+  }
+  return mini_batches;
+}
+
+// What differs between the actor's update and the critic's; verl runs the same loop for both.
+struct UpdatePass {
+  engine::TrainEngine& engine;
+  dist::ProcessGroup& dp;
+  engine::LossFn loss;
+  LossColumns columns;
+  bool with_ref;  // the actor's micro-batches carry ref_log_prob
+  MicroBatching batching;
+  bool balance;  // trainer.balance_batch: balanced DP shares of each mini-batch
+  model::EntropyOutput entropy;
+  double temperature;
+  std::string prefix;  // of grad_norm and lr: actor or critic
+};
+
+// A mini-batch's micro-batches on this DP rank: rank r runs the r-th of dp_shares(indices) (train_engine.h:
+// the one-rank run of all of it is the reference). The mini-batch is the same at every DP size.
+std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
+                                                const UpdatePass& pass) {
+  const std::vector<int64_t> mine = dp_shares(batch, indices, pass.dp.size(), pass.balance)[size_t(pass.dp.rank())];
+  std::vector<engine::TensorMap> result;
+  for (const std::vector<int64_t>& group :
+       split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens, pass.dp))
+    result.push_back(make_micro_batch(batch, group, pass.columns, pass.with_ref));
+  return result;
+}
+
+// One role's update on its ranks: each mini-batch through the loss, then one optimizer step; the loss's
+// metrics (summed over micro-batches and DP) and <prefix>/grad_norm averaged over the mini-batches,
+// <prefix>/lr, and one step of the LR schedule.
+Metrics run_update(const RlBatch& batch, const std::vector<std::vector<int64_t>>& mini_batches,
+                   const UpdatePass& pass) {
+  Metrics sums;
+  for (const std::vector<int64_t>& indices : mini_batches) {
+    const engine::ForwardBackwardResult fb = pass.engine.forward_backward(
+        dp_micro_batches(batch, indices, pass), pass.loss, engine::ForwardOnly::no, pass.entropy, pass.temperature);
+    for (const auto& [name, value] : fb.metrics) sums[name] += pass.dp.all_reduce_scalar(value, dist::ReduceOp::sum);
+    sums[pass.prefix + "/grad_norm"] += pass.engine.optimizer_step();
+  }
+  Metrics metrics;
+  for (const auto& [name, value] : sums) metrics[name] = value / double(mini_batches.size());
+  metrics[pass.prefix + "/lr"] = pass.engine.lr();
+  pass.engine.lr_step();
+  return metrics;
+}
+
+}  // namespace
+
+engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                      uint64_t seed) {
+  engine::rollout::RolloutSamplingParams p;
+  p.temperature = rollout.temperature;
+  p.top_k = rollout.top_k;
+  p.top_p = rollout.top_p;
+  p.do_sample = rollout.do_sample;
+  p.n = rollout.n;
+  p.max_tokens = response_length;
+  p.seed = seed;
+  p.ignore_eos = rollout.ignore_eos;
+  return p;
+}
+
+engine::rollout::RolloutSamplingParams greedy_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                       uint64_t seed) {
+  engine::rollout::RolloutSamplingParams p = train_sampling(rollout, response_length, seed);
+  p.do_sample = false;
+  p.n = 1;
+  return p;
+}
+
+engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                    uint64_t seed) {
+  engine::rollout::RolloutSamplingParams p = train_sampling(rollout, response_length, seed);
+  p.temperature = rollout.val_kwargs.temperature;
+  p.top_k = rollout.val_kwargs.top_k;
+  p.top_p = rollout.val_kwargs.top_p;
+  p.do_sample = rollout.val_kwargs.do_sample;
+  p.n = rollout.val_kwargs.n;
+  return p;
+}
+
+model::HfModelFolder critic_hf_folder(const RlConfig& config) {
+  const std::string dir = config.critic_model_path();
+  model::HfModelFolder folder = model::HfModelFolder::open(dir);
+  const model::ModelConfig& c = folder.config;
+  if (c.head == model::HeadKind::score || (c.head == model::HeadKind::value && c.num_labels != 1))
+    throw ConfigError("critic.model.path",
+                      fmt::format("'{}' is a {} model with {} labels: expected an LM, or a value model "
+                                  "(*ForTokenClassification) with one label",
+                                  dir, model::head_name(c.head), c.num_labels));
+  if (c.head == model::HeadKind::lm) folder.set_head(model::HeadKind::value, 1);
+  return folder;
+}
+
+RlRoles::RoleRanks::RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name)
+    : world_(world), member_(true), root_(0) {
+  const bool all = ranks.empty() || int(ranks.size()) == world.size();
+  if (all) return;  // no sub-communicator: the role is the world
+  ranks_ = ranks;
+  member_ = std::find(ranks.begin(), ranks.end(), world.rank()) != ranks.end();
+  root_ = ranks.front();
+  own_ = world.split(member_ ? 0 : -1, world.rank(), name);
+}
+
+bool RlRoles::RoleRanks::contains(const RoleRanks& other) const {
+  if (ranks_.empty()) return true;
+  if (other.ranks_.empty()) return false;
+  return std::includes(ranks_.begin(), ranks_.end(), other.ranks_.begin(), other.ranks_.end());
+}
+
+MicroBatching old_log_prob_batching(const RolloutSection& rollout, const MicroBatching& actor) {
+  return {rollout.log_prob_micro_batch_size_per_gpu.value_or(actor.responses), actor.max_tokens};
+}
+
+RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
+                 MemoryTracker& tracker, const RolePlacement& placement)
+    : config_(config),
+      world_(world),
+      actor_role_(world, placement.actor, "actor"),
+      rollout_role_(world, placement.rollout, "rollout"),
+      ref_role_(world, placement.ref.empty() ? placement.actor : placement.ref, "ref"),
+      critic_role_(world, placement.critic.empty() ? placement.actor : placement.critic, "critic"),
+      reward_model_role_(world, placement.reward_model.empty() ? placement.actor : placement.reward_model,
+                         "reward_model"),
+      actor_parallel_(role_context(config.actor_rollout_ref.actor.megatron, actor_role_)),
+      rollout_parallel_(role_context(rollout_layout(config.actor_rollout_ref.rollout), rollout_role_)),
+      ref_parallel_(role_context(config.actor_rollout_ref.ref.megatron, ref_role_)),
+      critic_parallel_(config.uses_critic() ? role_context(config.critic.megatron, critic_role_)
+                                            : dist::ParallelContext::single_process()),
+      reward_model_parallel_(config.reward_model.enable ? role_context(config.reward_model.megatron, reward_model_role_)
+                                                        : dist::ParallelContext::single_process()),
+      // Deterministic mode: every path batch-invariant (the rollout's always is).
+      kernels_(kernels::run_kernel_config(config.trainer.deterministic)),
+      rollout_kernels_(kernels::run_kernel_config(true)),
+      actor_loss_(actor_loss_config(config)),
+      balance_batch_(config.trainer.balance_batch),
+      uses_ref_(config.actor_rollout_ref.actor.use_kl_loss || config.algorithm.use_kl_in_reward) {
+  const ActorSection& a = config.actor_rollout_ref.actor;
+  const RolloutSection& r = config.actor_rollout_ref.rollout;
+  actor_batching_ = role_batching(a.ppo_mini_batch_size * r.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
+                                  a.ppo_max_token_len_per_gpu, actor_parallel_);
+  const int64_t longest = config.prompt_length() + config.response_length();
+  log_prob_batching_ = old_log_prob_batching(r, actor_batching_);
+  const int64_t log_prob_responses = log_prob_batching_.responses;
+  const int64_t capacity =
+      engine_capacity(actor_batching_, std::max(actor_batching_.responses, log_prob_responses), longest);
+  temperature_ = train_sampling(r, config.response_length(), 0).logprob_temperature();
+
+  if (actor_role_.member()) {
+    optim::OptimConfig optim = a.optim;
+    optim.total_training_steps = config.trainer.total_training_steps;
+    actor_ = std::make_unique<engine::TrainEngine>(a.megatron, optim, model_config, kernels_, actor_parallel_, tracker,
+                                                   capacity);
+  }
+  if (rollout_role_.member()) {
+    rollout_ = std::make_unique<engine::rollout::RolloutEngine>(
+        model_config, engine::EngineConfig{.dtype = r.dtype}.compute_dtype(), rollout_config(config),
+        rollout_kernels_, rollout_parallel_, tracker);
+    // Colocated with training: the KV cache exists only while the rollout generates.
+    if (r.free_cache_engine) rollout_->release();
+  }
+  if (uses_ref_ && ref_role_.member())
+    ref_ = std::make_unique<engine::InferEngine>(config.actor_rollout_ref.ref.megatron, model_config, kernels_,
+                                                 ref_parallel_, tracker, capacity);
+  if (config.reward_model.enable) {
+    const RewardModelSection& rm = config.reward_model;
+    reward_model_batching_ = {rm.micro_batch_size_per_gpu.value_or(log_prob_responses),
+                              rm.use_dynamic_bsz.value_or(a.use_dynamic_bsz) ? rm.forward_max_token_len_per_gpu : 0};
+    if (reward_model_role_.member())
+      reward_model_ = std::make_unique<engine::InferEngine>(
+          rm.megatron, model::HfModelFolder::open(*rm.model.path).config, kernels_, reward_model_parallel_, tracker,
+          engine_capacity(reward_model_batching_, reward_model_batching_.responses,
+                          std::max(longest, rm.max_length.value_or(0))));
+  }
+  weight_sync_ = std::make_unique<WeightSync>(
+      world, placement.actor, placement.rollout, r.checkpoint_engine.update_weights_bucket_megabytes << 20);
+  if (!config.uses_critic()) return;
+  critic_loss_.emplace(critic_loss_config(config));
+  critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
+                                   config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
+                                   critic_parallel_);
+  if (critic_role_.member()) {
+    optim::OptimConfig optim = config.critic.optim;
+    optim.total_training_steps = config.trainer.total_training_steps;
+    critic_ = std::make_unique<engine::TrainEngine>(config.critic.megatron, optim,
+                                                    critic_hf_folder(config).config, kernels_,
+                                                    critic_parallel_, tracker,
+                                                    engine_capacity(critic_batching_, critic_batching_.responses, longest));
+  }
+}
+
+void RlRoles::load_initial_weights(const std::string& model_dir) {
+  if (actor_) actor_->load_hf_weights(model_dir);
+  if (ref_) ref_->load_hf_weights(model_dir);
+  if (reward_model_) reward_model_->load_hf_weights(*config_.reward_model.model.path);
+  if (!critic_) return;
+  const std::string critic_dir = config_.critic.model.path.value_or(model_dir);
+  if (model::HfModelFolder::open(critic_dir).config.head == model::HeadKind::value)
+    critic_->load_hf_weights(critic_dir);
+  else
+    critic_->load_hf_backbone(critic_dir, config_.critic.megatron.seed);
+}
+
+RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_base,
+                          const engine::rollout::RolloutSamplingParams& params, std::span<const int64_t> eos_ids,
+                          int64_t num_candidates) {
+  RlBatch local;
+  if (rollout_) {
+    std::vector<engine::rollout::RolloutRequest> requests;
+    for (const int64_t i : replica_share(int64_t(prompts.size()), rollout_parallel_))
+      requests.push_back({prompts[size_t(i)].tokens, request_base + uint64_t(i), 0});
+    const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
+    if (free_cache) rollout_->resume();
+    std::vector<engine::rollout::RolloutSample> samples = rollout_->generate(requests, params, eos_ids, num_candidates);
+    if (free_cache) rollout_->release();
+    local.reserve(samples.size());
+    for (engine::rollout::RolloutSample& s : samples) {
+      RlResponse r;
+      r.group = int64_t(s.request_id - request_base);
+      r.prompt = prompts[size_t(r.group)].tokens;
+      r.response = std::move(s.token_ids);
+      r.truncated = s.finish_reason == engine::FinishReason::length;
+      r.rollout_log_probs.assign(s.logprobs.begin(), s.logprobs.end());
+      local.push_back(std::move(r));
+    }
+  }
+  // One replica over the whole world (TP over it, or one process): every rank holds every sample.
+  if (rollout_role_.everywhere() && rollout_parallel_.dp().size() == 1) return local;
+  // Otherwise the first TP rank of each replica contributes its share.
+  if (!rollout_ || rollout_parallel_.tp().rank() != 0) local.clear();
+  return gather_responses(std::move(local), world_);
+}
+
+void RlRoles::share_columns(RlBatch& batch, const RoleRanks& role, const dist::ParallelContext& parallel,
+                            bool computed, std::span<const int64_t> mine,
+                            const std::vector<std::vector<float> RlResponse::*>& columns) {
+  if (role.everywhere() && parallel.dp().size() == 1) return;  // every rank computed every response
+  const bool sends = computed && parallel.tp().rank() == 0;
+  gather_columns(batch, sends ? mine : std::span<const int64_t>(), columns, world_);
+}
+
+Metrics RlRoles::compute_log_prob(RlBatch& batch) {
+  const std::vector<int64_t> mine = pass_share(batch, actor_parallel_, balance_batch_);
+  if (actor_) {
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens,
+                            actor_parallel_.dp());
+    const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
+    const std::vector<engine::TensorMap> out =
+        actor_->compute_log_prob(mbs, temperature_, model::EntropyOutput::compute);
+    // Idle until the update: its weights may leave the device while the reference runs.
+    const engine::EngineConfig& actor = config_.actor_rollout_ref.actor.megatron;
+    actor_->offload({.params = actor.param_offload, .activations = actor.release_activations});
+    for (size_t m = 0; m < groups.size(); ++m) {
+      read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::old_log_probs);
+      read_token_column(batch, groups[m], out[m].get("entropy"), &RlResponse::entropy);
+    }
+  }
+  share_columns(batch, actor_role_, actor_parallel_, actor_ != nullptr, mine,
+                {&RlResponse::old_log_probs, &RlResponse::entropy});
+  const ActorSection& a = config_.actor_rollout_ref.actor;
+  rl::VerlBatchInfo info;
+  info.loss_scale_factor = a.loss_scale_factor ? *a.loss_scale_factor : double(config_.response_length());
+  const Tensor entropy_BT = column_matrix(batch, &RlResponse::entropy);
+  return {{"actor/entropy",
+           rl::agg_loss(entropy_BT, response_mask_matrix(batch), rl::parse_agg_mode(a.loss_agg_mode), info)}};
+}
+
+void RlRoles::compute_ref(RlBatch& batch) {
+  const std::vector<int64_t> mine = pass_share(batch, ref_parallel_, balance_batch_);
+  if (ref_) {
+    const int64_t per_mb =
+        config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(log_prob_batching_.responses);
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(batch, mine, per_mb, log_prob_batching_.max_tokens, ref_parallel_.dp());
+    const std::vector<engine::TensorMap> out =
+        ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
+    ref_->offload(engine::configured_offload(config_.actor_rollout_ref.ref.megatron));
+    for (size_t m = 0; m < groups.size(); ++m)
+      read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
+  }
+  share_columns(batch, ref_role_, ref_parallel_, ref_ != nullptr, mine, {&RlResponse::ref_log_prob});
+}
+
+void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
+  const std::vector<int64_t> mine = pass_share(sequences, reward_model_parallel_, balance_batch_);
+  if (reward_model_) {
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens,
+                            reward_model_parallel_.dp());
+    const std::vector<engine::TensorMap> mbs = forward_micro_batches(sequences, groups);
+    const std::vector<engine::TensorMap> out = reward_model_->compute_values(mbs);
+    reward_model_->offload(engine::configured_offload(config_.reward_model.megatron));
+    for (size_t m = 0; m < groups.size(); ++m) {
+      const Tensor scores_D = engine::last_token_values(out[m].get("values"), mbs[m].cu_seqlens());
+      for (size_t d = 0; d < groups[m].size(); ++d) {
+        RlResponse& r = batch[size_t(groups[m][d])];
+        r.score = scores_D.data<float>()[d];
+        r.reward_extra.clear();
+      }
+    }
+  }
+  if (reward_model_role_.everywhere() && reward_model_parallel_.dp().size() == 1) return;  // all scored everything
+  const bool sends = reward_model_ != nullptr && reward_model_parallel_.tp().rank() == 0;
+  gather_scores(batch, sends ? std::span<const int64_t>(mine) : std::span<const int64_t>(), world_);
+}
+
+void RlRoles::compute_values(RlBatch& batch) {
+  const std::vector<int64_t> mine = pass_share(batch, critic_parallel_, balance_batch_);
+  if (critic_) {
+    const std::vector<std::vector<int64_t>> groups =
+        split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens,
+                            critic_parallel_.dp());
+    const std::vector<engine::TensorMap> out = critic_->compute_values(forward_micro_batches(batch, groups));
+    // Idle until its update: its weights may leave the device while the advantages are computed.
+    critic_->offload({.params = config_.critic.megatron.param_offload,
+                      .activations = config_.critic.megatron.release_activations});
+    for (size_t m = 0; m < groups.size(); ++m)
+      read_token_column(batch, groups[m], out[m].get("values"), &RlResponse::values);
+  }
+  share_columns(batch, critic_role_, critic_parallel_, critic_ != nullptr, mine, {&RlResponse::values});
+}
+
+Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
+  Metrics metrics;
+  if (critic_) {
+    const int64_t mini_batch = config_.critic_ppo_mini_batch_size() * config_.actor_rollout_ref.rollout.n;
+    const UpdatePass pass{*critic_,
+                          critic_parallel_.dp(),
+                          std::cref(*critic_loss_),
+                          LossColumns::critic,
+                          false,
+                          critic_batching_,
+                          balance_batch_,
+                          model::EntropyOutput::skip,
+                          1.0,
+                          "critic"};
+    metrics = run_update(batch,
+                         epoch_mini_batches(int64_t(batch.size()), mini_batch, config_.critic_ppo_epochs(),
+                                            config_.critic_shuffle(), config_.critic_data_loader_seed(), step),
+                         pass);
+    // Idle until the next step's values pass.
+    critic_->offload(engine::configured_offload(config_.critic.megatron));
+  }
+  if (!critic_role_.everywhere()) broadcast_metrics(metrics, world_, critic_role_.root());
+  return metrics;
+}
+
+Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
+  Metrics metrics;
+  if (actor_) {
+    const ActorSection& a = config_.actor_rollout_ref.actor;
+    const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.n;
+    const bool with_entropy = a.entropy_coeff != 0 || a.calculate_entropy;
+    const UpdatePass pass{*actor_,
+                          actor_parallel_.dp(),
+                          std::cref(actor_loss_),
+                          LossColumns::actor,
+                          ref_ != nullptr,
+                          actor_batching_,
+                          balance_batch_,
+                          with_entropy ? model::EntropyOutput::compute : model::EntropyOutput::skip,
+                          temperature_,
+                          "actor"};
+    metrics = run_update(
+        batch, epoch_mini_batches(int64_t(batch.size()), mini_batch, a.ppo_epochs, a.shuffle, a.data_loader_seed, step),
+        pass);
+  }
+  if (!actor_role_.everywhere()) broadcast_metrics(metrics, world_, actor_role_.root());
+  return metrics;
+}
+
+Metrics RlRoles::sync_weights() {
+  const WeightSync::Export export_actor = [&](const WeightSync::Sink& sink) { actor_->export_weights(sink); };
+  const WeightSync::Sink load_rollout = [&](const std::string& name, TensorView full) {
+    rollout_->update_weights(name, full);
+  };
+  const WeightSync::Report report =
+      weight_sync_->sync(actor_ ? &export_actor : nullptr, rollout_ ? &load_rollout : nullptr);
+  // The actor is idle from here to the next step's old-log-prob pass (generation runs on the
+  // rollout's own weights): what the config offloads leaves the device tier.
+  if (actor_) actor_->offload(engine::configured_offload(config_.actor_rollout_ref.actor.megatron));
+  const double bytes = world_.all_reduce_scalar(double(report.bytes_received), dist::ReduceOp::sum);
+  // The checksum's low 48 bits: an integer a double holds exactly, enough to tell two syncs apart.
+  return {{"perf/update_weights_bytes", bytes},
+          {"rollout/weights_checksum", double(report.checksum & ((uint64_t(1) << 48) - 1))}};
+}
+
+}  // namespace rf::rl

@@ -1,0 +1,183 @@
+// The roles of an RL run on the hybrid engine (DESIGN §5, spec verl.md §3): the actor (TrainEngine),
+// the rollout (RolloutEngine, its own TP layout and a batch-invariant kernel registry), when a KL
+// term needs it the reference (InferEngine), and with adv_estimator gae the critic (a TrainEngine over a
+// value model: critic.model.path's backbone under a value head), with reward_model.enable the reward
+// model (InferEngine over a one-label sequence classifier), all on every rank of the world. Each method is
+// one stage of the step, a collective over the ranks:
+//   generate         gen: n responses per prompt (the KV cache is resumed for it and, with
+//                    free_cache_engine, released afterwards)
+//   compute_rm_scores each response's score: the reward model's output at its sequence's last token
+//   compute_log_prob old_log_prob (+ entropy) with the actor, at the rollout temperature
+//   compute_ref      ref_log_prob with the reference
+//   compute_values   values with the critic
+//   update_critic    mini-batches x critic.ppo_epochs through CriticLoss, one optimizer step per mini-batch
+//   update_actor     mini-batches x ppo_epochs through ActorLoss, one optimizer step per mini-batch
+//   sync_weights     the actor's weights into the rollout's layout (weight_sync.h: colocated, or streamed in
+//                    buckets to the rollout's ranks only, checksummed)
+// Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
+// the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
+// reference and the reward model after their passes, the critic after its values pass (its weights)
+// and its update (all it has); each engine brings back what a stage needs (engine/offload_set.h).
+// Placement (device_mapping, RolePlacement): by default every role is on every rank (verl's hybrid
+// engine); a role may instead sit on a subset of the world's ranks, with its own sub-communicator and its
+// engine built only there; the reference, critic and reward model follow the actor unless placed. The
+// controller stays SPMD: every rank keeps the whole batch, and each stage ends by bringing its role's
+// results to every rank (rl_transfer.h).
+// The rollout is data parallel over its ranks: each replica (its TP group) generates a contiguous share of
+// the prompts; generation is keyed by (seed, request, sample, position) and the kernels are
+// batch-invariant, so the union is what one process generates. The forward passes (old log-probs,
+// reference, values, reward model) are split the same way over each role's DP replicas, and each DP rank
+// of the actor and the critic runs its slice of every mini-batch of an update.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rl/trainer/rl_batch.h"
+#include "rl/trainer/rl_config.h"
+#include "rl/trainer/rl_metrics.h"
+#include "rl/trainer/role_placement.h"
+#include "rl/trainer/weight_sync.h"
+#include "engine/infer_engine.h"
+#include "engine/rollout/rollout_engine.h"
+#include "engine/train_engine.h"
+#include "model/hf_folder.h"
+#include "rl/actor_loss.h"
+#include "rl/critic_loss.h"
+
+namespace rf::rl {
+
+struct RlPrompt {
+  std::vector<int64_t> tokens;
+  std::string ground_truth;
+};
+
+// How a training role cuts responses into micro-batches.
+struct MicroBatching {
+  int64_t responses = 0;   // per micro-batch
+  int64_t max_tokens = 0;  // > 0: by tokens instead (use_dynamic_bsz; split_micro_batches)
+};
+
+// How the old-log-prob pass cuts its micro-batches: rollout.log_prob_micro_batch_size_per_gpu responses
+// (verl; ROLL's actor_train.infer_batch_size), null: the actor's training micro-batch; by tokens
+// (use_dynamic_bsz) within the actor's budget. It is also the reference's and the reward model's default.
+MicroBatching old_log_prob_batching(const RolloutSection& rollout, const MicroBatching& actor);
+
+class RlRoles {
+ public:
+  RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
+          MemoryTracker& tracker, const RolePlacement& placement = {});
+
+  // Initial weights: the actor from `model_dir` (an HF folder), the reference too; the critic from
+  // critic.model.path (model_dir when null): a value model's folder whole, an LM's backbone under a new
+  // value head drawn from critic.megatron.seed.
+  void load_initial_weights(const std::string& model_dir);
+
+  // `request_base` numbers the prompts' random streams (request_base + i for prompt i): unique per
+  // prompt over the run. Responses ordered by prompt, then sample (verl's interleaved repeat).
+  RlBatch generate(std::span<const RlPrompt> prompts, uint64_t request_base, const engine::rollout::RolloutSamplingParams& params,
+                   std::span<const int64_t> eos_ids, int64_t num_candidates);
+  // Fills old_log_probs and entropy; returns actor/entropy (agg_loss of the entropy over the
+  // response tokens with loss_agg_mode).
+  Metrics compute_log_prob(RlBatch& batch);
+  void compute_ref(RlBatch& batch);
+  // Sets each response's score (its reward extras cleared) to the reward model's score of the same
+  // response of `sequences` (rl_reward_model_input.h), on every rank (needs has_reward_model()).
+  void compute_rm_scores(RlBatch& batch, const RlBatch& sequences);
+  // Fills values (needs a critic: has_critic()).
+  void compute_values(RlBatch& batch);
+  // Returns the critic's metrics (critic/vf_loss, vf_clipfrac, vpred_mean averaged over mini-batches) and
+  // critic/grad_norm, critic/lr. Reads values and returns.
+  Metrics update_critic(RlBatch& batch, int64_t step);
+  // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr.
+  Metrics update_actor(RlBatch& batch, int64_t step);
+  // Returns perf/update_weights_bytes (received over the network, all ranks) and rollout/weights_checksum.
+  Metrics sync_weights();
+
+  bool has_ref() const { return uses_ref_; }
+  // The actor's data-parallel size (its ranks / its TP size), known on every rank.
+  int64_t actor_dp_size() const {
+    return actor_role_.size() / config_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+  }
+  // How many world ranks each role runs on, known on every rank (the denominators of MFU).
+  struct RankCounts {
+    int64_t actor, rollout, ref, critic, reward_model;
+  };
+  RankCounts rank_counts() const {
+    return {actor_role_.size(), rollout_role_.size(), ref_role_.size(), critic_role_.size(), reward_model_role_.size()};
+  }
+  bool has_critic() const { return critic_loss_.has_value(); }
+  bool has_reward_model() const { return config_.reward_model.enable; }
+  // The actor's engine and its context: only on the actor's ranks (in_actor()).
+  bool in_actor() const { return actor_ != nullptr; }
+  engine::TrainEngine& actor() { return *actor_; }
+  dist::ParallelContext& actor_parallel() { return actor_parallel_; }
+  // The critic's engine: only on the critic's ranks of a run with a critic (in_critic()).
+  bool in_critic() const { return critic_ != nullptr; }
+  engine::TrainEngine& critic() { return *critic_; }
+  dist::ParallelContext& critic_parallel() { return critic_parallel_; }
+
+ private:
+  // One role's ranks: the world, or a sub-communicator of the ranks it was placed on.
+  class RoleRanks {
+   public:
+    RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name);
+    bool member() const { return member_; }
+    int64_t size() const { return ranks_.empty() ? world_.size() : int64_t(ranks_.size()); }
+    bool everywhere() const { return own_ == nullptr && member_; }
+    dist::ProcessGroup& group() { return own_ ? *own_ : world_; }
+    int root() const { return root_; }  // its first world rank
+    bool contains(const RoleRanks& other) const;
+
+   private:
+    dist::ProcessGroup& world_;
+    std::vector<int> ranks_;  // empty: all
+    std::unique_ptr<dist::ProcessGroup> own_;
+    bool member_;
+    int root_;
+  };
+
+  // Brings a forward pass that `role`'s DP replicas (`parallel`) split among them to every rank: `mine`,
+  // this rank's replica's share, was `computed` here (false off the role).
+  void share_columns(RlBatch& batch, const RoleRanks& role, const dist::ParallelContext& parallel, bool computed,
+                     std::span<const int64_t> mine, const std::vector<std::vector<float> RlResponse::*>& columns);
+
+  const RlConfig& config_;
+  dist::ProcessGroup& world_;
+  RoleRanks actor_role_, rollout_role_, ref_role_, critic_role_, reward_model_role_;
+  // Single-process off the role (and the critic's without a critic, the reward model's without one).
+  dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_, critic_parallel_, reward_model_parallel_;
+  kernels::KernelRegistry kernels_, rollout_kernels_;
+  std::unique_ptr<engine::TrainEngine> actor_;
+  std::unique_ptr<engine::rollout::RolloutEngine> rollout_;
+  std::unique_ptr<engine::InferEngine> ref_;
+  std::unique_ptr<engine::TrainEngine> critic_;
+  std::unique_ptr<engine::InferEngine> reward_model_;
+  std::unique_ptr<WeightSync> weight_sync_;
+  rl::ActorLoss actor_loss_;
+  bool balance_batch_;  // trainer.balance_batch: the DP shares of every pass balanced by workload
+  std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
+  bool uses_ref_;        // a KL term needs the reference
+  double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature
+  MicroBatching actor_batching_, log_prob_batching_, critic_batching_, reward_model_batching_;
+};
+
+// The critic's model folder: critic.model.path's (a *ForTokenClassification folder is a critic already;
+// an LM's backbone gets a new value head of one output, verl's critic from the actor's model). What
+// the critic's checkpoints export (critic_huggingface/). ConfigError naming critic.model.path for a
+// reward model or a value model of several labels.
+model::HfModelFolder critic_hf_folder(const RlConfig& config);
+
+// The rollout's sampling parameters from actor_rollout_ref.rollout (train: its keys; validation: val_kwargs).
+engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                      uint64_t seed);
+// ReMax's baseline generation (verl's gen_max: do_sample false): one greedy response per prompt.
+engine::rollout::RolloutSamplingParams greedy_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                       uint64_t seed);
+engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollout, int64_t response_length,
+                                                    uint64_t seed);
+
+}  // namespace rf::rl
