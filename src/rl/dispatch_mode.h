@@ -12,9 +12,9 @@
 //   MEGATRON_PP_AS_DP_PROTO   PP * DP * CP  chunk (cp * DP + dp) * PP + pp   tp = 0 of each chunk
 //
 // MEGATRON_PP_AS_DP_PROTO is verl v0.4's (CP counted as data too). verl's ONE_TO_ALL collects the list of
-// every rank's outputs; every rank computed on the same input, so a Batch result takes rank 0's.
-// The batch side (padding, chunking, concatenation) is batch_dispatch.h; moving chunks between ranks
-// is batch_exchange.h.
+// every rank's outputs; every rank computed on the same input, so the result takes rank 0's.
+// The RL step applies a plan to its batch in trainer/role_dispatch.h (which ranks compute which responses,
+// whose outputs every rank receives).
 #pragma once
 
 #include <string_view>

@@ -82,27 +82,4 @@ std::vector<std::vector<int64_t>> make_dynamic_micro_batches(std::span<const int
   return running_order(std::move(*parts), workloads);
 }
 
-Batch restore_sample_order(std::vector<Batch> outputs_M, const std::vector<std::vector<int64_t>>& micro_batches_M) {
-  RF_CHECK(outputs_M.size() == micro_batches_M.size(), "outputs_M: expected one per micro-batch ({}), got {}",
-           micro_batches_M.size(), outputs_M.size());
-  std::vector<int64_t> sample_at;  // sample_at[p]: the sample at position p of the concatenation
-  for (size_t m = 0; m < micro_batches_M.size(); ++m) {
-    RF_CHECK(outputs_M[m].size() == int64_t(micro_batches_M[m].size()),
-             "outputs_M[{}]: expected {} samples (its micro-batch's), got {}", m, micro_batches_M[m].size(),
-             outputs_M[m].size());
-    sample_at.insert(sample_at.end(), micro_batches_M[m].begin(), micro_batches_M[m].end());
-  }
-  std::vector<int64_t> position_of(sample_at.size(), -1);
-  for (size_t p = 0; p < sample_at.size(); ++p) {
-    const int64_t sample = sample_at[p];
-    RF_CHECK(sample >= 0 && sample < int64_t(sample_at.size()) && position_of[size_t(sample)] < 0,
-             "micro_batches_M: expected every sample 0..{} exactly once, got {} twice or out of range",
-             int64_t(sample_at.size()) - 1, sample);
-    position_of[size_t(sample)] = int64_t(p);
-  }
-  Batch joined = Batch::concat(outputs_M);
-  joined.reorder(position_of);
-  return joined;
-}
-
 }  // namespace rf::rl

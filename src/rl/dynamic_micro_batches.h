@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "dist/process_group.h"
-#include "rl/batch.h"
 
 namespace rf::rl {
 
@@ -29,9 +28,5 @@ namespace rf::rl {
 // where the caller uses CP) must cover the longest sample.
 std::vector<std::vector<int64_t>> make_dynamic_micro_batches(std::span<const int64_t> seqlens_B,
                                                               int64_t max_token_len, dist::ProcessGroup& dp);
-
-// The micro-batches' outputs put back in sample order (verl's restore_dynamic_batch): outputs_M[m] holds
-// the samples micro_batches_M[m] lists, in that order.
-Batch restore_sample_order(std::vector<Batch> outputs_M, const std::vector<std::vector<int64_t>>& micro_batches_M);
 
 }  // namespace rf::rl

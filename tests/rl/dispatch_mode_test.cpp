@@ -1,16 +1,12 @@
 // Dispatch modes on fake layouts, without MPI: for every mode and many layouts (from RankLayout with
 // several order strings, and hand-written ones whose rank numbering follows no order string), each
 // rank receives the chunk the mode's rule (written out again here, from verl's decorator.py) names, and
-// collecting the outputs of simulated workers returns the original batch, padding removed, taken from
-// the ranks the rule names (each worker stamps its rank on its output).
-//
-// Dimension legend: B batch (samples).
+// each chunk is collected from the one rank the rule names. The RL step applies the plans to its batch in
+// rl/trainer/role_dispatch.h (tests/rl/trainer).
 #include "rl/dispatch_mode.h"
 
 #include <gtest/gtest.h>
 
-#include "batch_test_data.h"
-#include "rl/batch_dispatch.h"
 #include "support/test_support.h"
 
 namespace rf::testing {
@@ -98,48 +94,6 @@ TEST(DispatchMode, PlansFollowVerlsRules) {
   }
 }
 
-TEST(DispatchMode, EveryRankGetsItsChunkAndCollectReturnsTheBatch) {
-  for (const DispatchLayout& layout : fake_layouts()) {
-    for (DispatchMode mode : kModes) {
-      const rl::DispatchPlan plan = rl::make_dispatch_plan(mode, layout);
-      for (int64_t B : {0, 1, 5, 13, 24}) {
-        SCOPED_TRACE(std::string(rl::dispatch_mode_name(mode)) + " " + describe(layout) + " B=" + std::to_string(B));
-        const rl::Batch batch = make_test_batch(B);
-        const rl::DispatchedBatch dispatched = rl::dispatch_batch(batch, plan);
-        const int64_t padded = B == 0 ? 0 : (B + plan.num_chunks - 1) / plan.num_chunks * plan.num_chunks;
-        ASSERT_EQ(dispatched.pad_size, padded - B);
-        ASSERT_EQ(int64_t(dispatched.chunks.size()), plan.num_chunks);
-        const int64_t chunk_size = padded / plan.num_chunks;
-
-        std::vector<rl::Batch> outputs(layout.ranks.size());
-        for (int r = 0; r < layout.world_size(); ++r) {
-          const rl::Batch& mine = dispatched.chunks[size_t(expected_chunk(mode, layout, r))];
-          // Chunk c holds samples [c n, (c + 1) n) of the padded batch; the padding repeats the last sample.
-          std::vector<int64_t> expected_ids;
-          for (int64_t k = 0; k < chunk_size; ++k)
-            expected_ids.push_back(std::min(expected_chunk(mode, layout, r) * chunk_size + k, B - 1));
-          EXPECT_EQ(sample_ids(mine), expected_ids) << "rank " << r;
-          EXPECT_EQ(mine.meta(), batch.meta());
-          // The worker: its input plus the rank that computed it.
-          outputs[size_t(r)] = mine.clone();
-          Tensor who(Shape{mine.size()}, DType::i32);
-          for (int64_t i = 0; i < mine.size(); ++i) who.at<int32_t>({i}) = r;
-          outputs[size_t(r)].set_tensor("computed_by", std::move(who));
-        }
-        rl::Batch collected = rl::collect_batch(std::move(outputs), plan, dispatched.pad_size);
-        ASSERT_EQ(collected.size(), B);
-        for (int64_t i = 0; i < B; ++i) {
-          const int32_t by = collected.tensor("computed_by").at<int32_t>({i});
-          EXPECT_TRUE(expected_collect(mode, layout, by)) << "sample " << i << " collected from rank " << by;
-          EXPECT_EQ(expected_chunk(mode, layout, by), i / chunk_size) << "sample " << i;
-        }
-        (void)collected.pop({.tensors = {"computed_by"}});
-        expect_batches_equal(collected, batch);
-      }
-    }
-  }
-}
-
 TEST(DispatchMode, LayoutErrorsNameTheRankOrSize) {
   DispatchLayout layout{.tp_size = 2, .cp_size = 1, .dp_size = 1, .pp_size = 1, .ranks = {{.tp = 0}, {.tp = 0}}};
   expect_error_containing([&] { (void)rl::make_dispatch_plan(DispatchMode::dp_compute_proto, layout); },
@@ -150,12 +104,6 @@ TEST(DispatchMode, LayoutErrorsNameTheRankOrSize) {
   expect_error_containing([&] { layout.validate(); }, "ranks: expected tp*cp*dp*pp = 2, got 1");
   layout.dp_size = 0;
   expect_error_containing([&] { layout.validate(); }, "expected each >= 1");
-}
-
-TEST(DispatchMode, CollectNeedsAnOutputPerRank) {
-  const rl::DispatchPlan plan = rl::make_dispatch_plan(DispatchMode::dp_compute_proto, fake_layouts()[1]);
-  expect_error_containing([&] { (void)rl::collect_batch(std::vector<rl::Batch>(3), plan, 0); },
-                          "collect DP_COMPUTE_PROTO: outputs_by_rank: expected one per rank (4), got 3");
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "batch_test_data.h"
 #include "dist/process_group.h"
 #include "rl/seqlen_balancing.h"
 #include "rl_test_data.h"
@@ -132,29 +131,6 @@ TEST(DynamicMicroBatches, EmptyBatchAndBadBudgets) {
                           "max_token_len: 10 is less than the longest sample's 12 tokens");
   expect_error_containing([&] { (void)rl::make_dynamic_micro_batches(std::vector<int64_t>{4, -1}, 10, dp); },
                           "seqlens_B: expected token counts >= 0, got -1");
-}
-
-TEST(DynamicMicroBatches, RestoreSampleOrderUndoesTheCut) {
-  dist::SingleProcessGroup dp("dp");
-  const rl::Batch batch = make_test_batch(23);
-  std::vector<int64_t> seqlens;
-  Draws draws(8);
-  for (int64_t i = 0; i < batch.size(); ++i) seqlens.push_back(1 + draws.below(300));
-  const Partition micro = rl::make_dynamic_micro_batches(seqlens, 700, dp);
-  ASSERT_GT(micro.size(), 2u);
-  std::vector<rl::Batch> outputs;
-  for (const auto& part : micro) outputs.push_back(batch.select_samples(part));
-  expect_batches_equal(rl::restore_sample_order(std::move(outputs), micro), batch);
-
-  std::vector<rl::Batch> too_few;
-  too_few.push_back(batch.select_samples(micro[0]));
-  expect_error_containing([&] { (void)rl::restore_sample_order(std::move(too_few), micro); },
-                          "outputs_M: expected one per micro-batch");
-  std::vector<rl::Batch> twice;
-  twice.push_back(batch.select_samples(micro[0]));
-  twice.push_back(batch.select_samples(micro[0]));
-  expect_error_containing([&] { (void)rl::restore_sample_order(std::move(twice), {micro[0], micro[0]}); },
-                          "micro_batches_M: expected every sample");
 }
 
 }  // namespace

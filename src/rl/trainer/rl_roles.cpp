@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <numeric>
 
 #include "rl/trainer/rl_transfer.h"
+#include "rl/trainer/role_dispatch.h"
 #include "engine/parallel_setup.h"
 #include "core/error.h"
 #include "core/philox.h"
@@ -90,33 +92,32 @@ int64_t engine_capacity(const MicroBatching& batching, int64_t responses, int64_
   return batching.max_tokens > 0 ? std::max(batching.max_tokens, longest) : responses * longest;
 }
 
-// The old-log-prob, reference and values passes' micro-batches: responses only, no loss columns.
-std::vector<engine::TensorMap> forward_micro_batches(const RlBatch& batch, const std::vector<std::vector<int64_t>>& groups) {
-  std::vector<engine::TensorMap> mbs;
-  for (const std::vector<int64_t>& g : groups) mbs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
-  return mbs;
-}
-
 std::vector<int64_t> iota(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0);
   return v;
 }
 
-// This rank's rollout replica's contiguous share of `n` prompts to generate (contiguous_share; off the
-// role, where the context is a single process: all of them).
-std::vector<int64_t> replica_share(int64_t n, const dist::ParallelContext& parallel) {
-  const ContiguousShare share = contiguous_share(n, parallel.dp().size(), parallel.dp().rank());
-  std::vector<int64_t> indices(static_cast<size_t>(share.count));
-  std::iota(indices.begin(), indices.end(), share.first);
-  return indices;
+// A forward pass's micro-batches over this rank's chunk `mine` (responses only, no loss columns), as the
+// engine ran them: `outputs[m]` holds micro-batch m's results for the responses `groups[m]`.
+struct PassRun {
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<engine::TensorMap> inputs, outputs;
+};
+using EnginePass = std::function<std::vector<engine::TensorMap>(const std::vector<engine::TensorMap>&)>;
+
+PassRun run_micro_batches(const RlBatch& batch, const std::vector<int64_t>& mine, const MicroBatching& batching,
+                          dist::ProcessGroup& dp, const EnginePass& engine_pass) {
+  PassRun run;
+  run.groups = split_micro_batches(batch, mine, batching.responses, batching.max_tokens, dp);
+  for (const std::vector<int64_t>& g : run.groups) run.inputs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
+  run.outputs = engine_pass(run.inputs);
+  return run;
 }
 
-// This rank's DP replica's share of a forward pass over every response of `batch` (dp_shares; off the
-// role, where the context is a single process: all of them).
-std::vector<int64_t> pass_share(const RlBatch& batch, const dist::ParallelContext& parallel, bool balance) {
-  const std::vector<int64_t> all = iota(int64_t(batch.size()));
-  return dp_shares(batch, all, parallel.dp().size(), balance)[size_t(parallel.dp().rank())];
+// Reads the per-position outputs `name` of a pass back into the responses' per-token `column`.
+void read_column(RlBatch& batch, const PassRun& run, const std::string& name, std::vector<float> RlResponse::*column) {
+  for (size_t m = 0; m < run.groups.size(); ++m) read_token_column(batch, run.groups[m], run.outputs[m].get(name), column);
 }
 
 // The mini-batches of a step's update, epoch after epoch: `mini_batch` responses each, in order or, with
@@ -342,10 +343,12 @@ void RlRoles::load_initial_weights(const std::string& model_dir) {
 RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_base,
                           const engine::rollout::RolloutSamplingParams& params, std::span<const int64_t> eos_ids,
                           int64_t num_candidates) {
+  // verl's generate_sequences: each rollout replica (its TP group) a contiguous run of the prompts.
+  const RoleDispatch dispatch(DispatchMode::megatron_pp_as_dp_proto, rollout_parallel_, rollout_ != nullptr);
   RlBatch local;
-  if (rollout_) {
+  if (dispatch.member()) {
     std::vector<engine::rollout::RolloutRequest> requests;
-    for (const int64_t i : replica_share(int64_t(prompts.size()), rollout_parallel_))
+    for (const int64_t i : dispatch.contiguous_chunk(int64_t(prompts.size())))
       requests.push_back({prompts[size_t(i)].tokens, request_base + uint64_t(i), 0});
     const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
     if (free_cache) rollout_->resume();
@@ -363,39 +366,37 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
     }
   }
   // One replica over the whole world (TP over it, or one process): every rank holds every sample.
-  if (rollout_role_.everywhere() && rollout_parallel_.dp().size() == 1) return local;
-  // Otherwise the first TP rank of each replica contributes its share.
-  if (!rollout_ || rollout_parallel_.tp().rank() != 0) local.clear();
+  if (rollout_role_.everywhere() && dispatch.num_chunks() == 1) return local;
+  if (!dispatch.collects()) local.clear();
   return gather_responses(std::move(local), world_);
 }
 
-void RlRoles::share_columns(RlBatch& batch, const RoleRanks& role, const dist::ParallelContext& parallel,
-                            bool computed, std::span<const int64_t> mine,
-                            const std::vector<std::vector<float> RlResponse::*>& columns) {
-  if (role.everywhere() && parallel.dp().size() == 1) return;  // every rank computed every response
-  const bool sends = computed && parallel.tp().rank() == 0;
-  gather_columns(batch, sends ? mine : std::span<const int64_t>(), columns, world_);
+void RlRoles::run_pass(const RoleRanks& role, const RoleDispatch& dispatch, RlBatch& batch, const RlBatch& split_by,
+                       const PassOutputs& outputs, const std::function<void(const std::vector<int64_t>&)>& compute) {
+  const std::vector<int64_t> all = iota(int64_t(split_by.size()));
+  const std::vector<int64_t> mine = dispatch.chunk(split_by, all, balance_batch_);
+  if (dispatch.member()) compute(mine);
+  if (role.everywhere() && dispatch.num_chunks() == 1) return;  // every rank computed every response
+  const std::span<const int64_t> sent = dispatch.collects() ? std::span<const int64_t>(mine) : std::span<const int64_t>();
+  if (outputs.scores)
+    gather_scores(batch, sent, world_);
+  else
+    gather_columns(batch, sent, outputs.columns, world_);
 }
 
 Metrics RlRoles::compute_log_prob(RlBatch& batch) {
-  const std::vector<int64_t> mine = pass_share(batch, actor_parallel_, balance_batch_);
-  if (actor_) {
-    const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, log_prob_batching_.responses, log_prob_batching_.max_tokens,
-                            actor_parallel_.dp());
-    const std::vector<engine::TensorMap> mbs = forward_micro_batches(batch, groups);
-    const std::vector<engine::TensorMap> out =
-        actor_->compute_log_prob(mbs, temperature_, model::EntropyOutput::compute);
-    // Idle until the update: its weights may leave the device while the reference runs.
-    const engine::EngineConfig& actor = config_.actor_rollout_ref.actor.megatron;
-    actor_->offload({.params = actor.param_offload, .activations = actor.release_activations});
-    for (size_t m = 0; m < groups.size(); ++m) {
-      read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::old_log_probs);
-      read_token_column(batch, groups[m], out[m].get("entropy"), &RlResponse::entropy);
-    }
-  }
-  share_columns(batch, actor_role_, actor_parallel_, actor_ != nullptr, mine,
-                {&RlResponse::old_log_probs, &RlResponse::entropy});
+  const RoleDispatch dispatch(DispatchMode::megatron_compute_proto, actor_parallel_, actor_ != nullptr);
+  run_pass(actor_role_, dispatch, batch, batch, {{&RlResponse::old_log_probs, &RlResponse::entropy}},
+           [&](const std::vector<int64_t>& mine) {
+             const PassRun run = run_micro_batches(batch, mine, log_prob_batching_, actor_parallel_.dp(), [&](const auto& mbs) {
+               return actor_->compute_log_prob(mbs, temperature_, model::EntropyOutput::compute);
+             });
+             // Idle until the update: its weights may leave the device while the reference runs.
+             const engine::EngineConfig& actor = config_.actor_rollout_ref.actor.megatron;
+             actor_->offload({.params = actor.param_offload, .activations = actor.release_activations});
+             read_column(batch, run, "log_probs", &RlResponse::old_log_probs);
+             read_column(batch, run, "entropy", &RlResponse::entropy);
+           });
   const ActorSection& a = config_.actor_rollout_ref.actor;
   rl::VerlBatchInfo info;
   info.loss_scale_factor = a.loss_scale_factor ? *a.loss_scale_factor : double(config_.response_length());
@@ -405,60 +406,53 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
 }
 
 void RlRoles::compute_ref(RlBatch& batch) {
-  const std::vector<int64_t> mine = pass_share(batch, ref_parallel_, balance_batch_);
-  if (ref_) {
-    const int64_t per_mb =
+  const RoleDispatch dispatch(DispatchMode::megatron_compute_proto, ref_parallel_, ref_ != nullptr);
+  run_pass(ref_role_, dispatch, batch, batch, {{&RlResponse::ref_log_prob}}, [&](const std::vector<int64_t>& mine) {
+    MicroBatching batching = log_prob_batching_;
+    batching.responses =
         config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(log_prob_batching_.responses);
-    const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, per_mb, log_prob_batching_.max_tokens, ref_parallel_.dp());
-    const std::vector<engine::TensorMap> out =
-        ref_->compute_log_prob(forward_micro_batches(batch, groups), temperature_, model::EntropyOutput::skip);
+    const PassRun run = run_micro_batches(batch, mine, batching, ref_parallel_.dp(), [&](const auto& mbs) {
+      return ref_->compute_log_prob(mbs, temperature_, model::EntropyOutput::skip);
+    });
     ref_->offload(engine::configured_offload(config_.actor_rollout_ref.ref.megatron));
-    for (size_t m = 0; m < groups.size(); ++m)
-      read_token_column(batch, groups[m], out[m].get("log_probs"), &RlResponse::ref_log_prob);
-  }
-  share_columns(batch, ref_role_, ref_parallel_, ref_ != nullptr, mine, {&RlResponse::ref_log_prob});
+    read_column(batch, run, "log_probs", &RlResponse::ref_log_prob);
+  });
 }
 
 void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
-  const std::vector<int64_t> mine = pass_share(sequences, reward_model_parallel_, balance_batch_);
-  if (reward_model_) {
-    const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(sequences, mine, reward_model_batching_.responses, reward_model_batching_.max_tokens,
-                            reward_model_parallel_.dp());
-    const std::vector<engine::TensorMap> mbs = forward_micro_batches(sequences, groups);
-    const std::vector<engine::TensorMap> out = reward_model_->compute_values(mbs);
-    reward_model_->offload(engine::configured_offload(config_.reward_model.megatron));
-    for (size_t m = 0; m < groups.size(); ++m) {
-      const Tensor scores_D = engine::last_token_values(out[m].get("values"), mbs[m].cu_seqlens());
-      for (size_t d = 0; d < groups[m].size(); ++d) {
-        RlResponse& r = batch[size_t(groups[m][d])];
-        r.score = scores_D.data<float>()[d];
-        r.reward_extra.clear();
-      }
-    }
-  }
-  if (reward_model_role_.everywhere() && reward_model_parallel_.dp().size() == 1) return;  // all scored everything
-  const bool sends = reward_model_ != nullptr && reward_model_parallel_.tp().rank() == 0;
-  gather_scores(batch, sends ? std::span<const int64_t>(mine) : std::span<const int64_t>(), world_);
+  const RoleDispatch dispatch(DispatchMode::megatron_compute_proto, reward_model_parallel_, reward_model_ != nullptr);
+  run_pass(reward_model_role_, dispatch, batch, sequences, {.columns = {}, .scores = true},
+           [&](const std::vector<int64_t>& mine) {
+             const PassRun run =
+                 run_micro_batches(sequences, mine, reward_model_batching_, reward_model_parallel_.dp(),
+                                   [&](const auto& mbs) { return reward_model_->compute_values(mbs); });
+             reward_model_->offload(engine::configured_offload(config_.reward_model.megatron));
+             for (size_t m = 0; m < run.groups.size(); ++m) {
+               const Tensor scores_D = engine::last_token_values(run.outputs[m].get("values"), run.inputs[m].cu_seqlens());
+               for (size_t d = 0; d < run.groups[m].size(); ++d) {
+                 RlResponse& r = batch[size_t(run.groups[m][d])];
+                 r.score = scores_D.data<float>()[d];
+                 r.reward_extra.clear();
+               }
+             }
+           });
 }
 
 void RlRoles::compute_values(RlBatch& batch) {
-  const std::vector<int64_t> mine = pass_share(batch, critic_parallel_, balance_batch_);
-  if (critic_) {
-    const std::vector<std::vector<int64_t>> groups =
-        split_micro_batches(batch, mine, critic_batching_.responses, critic_batching_.max_tokens,
-                            critic_parallel_.dp());
-    const std::vector<engine::TensorMap> out = critic_->compute_values(forward_micro_batches(batch, groups));
+  const RoleDispatch dispatch(DispatchMode::megatron_compute_proto, critic_parallel_, critic_ != nullptr);
+  run_pass(critic_role_, dispatch, batch, batch, {{&RlResponse::values}}, [&](const std::vector<int64_t>& mine) {
+    const PassRun run = run_micro_batches(batch, mine, critic_batching_, critic_parallel_.dp(),
+                                          [&](const auto& mbs) { return critic_->compute_values(mbs); });
     // Idle until its update: its weights may leave the device while the advantages are computed.
     critic_->offload({.params = config_.critic.megatron.param_offload,
                       .activations = config_.critic.megatron.release_activations});
-    for (size_t m = 0; m < groups.size(); ++m)
-      read_token_column(batch, groups[m], out[m].get("values"), &RlResponse::values);
-  }
-  share_columns(batch, critic_role_, critic_parallel_, critic_ != nullptr, mine, {&RlResponse::values});
+    read_column(batch, run, "values", &RlResponse::values);
+  });
 }
 
+// The updates are dispatched ONE_TO_ALL: every rank of the role takes the whole batch and splits each
+// mini-batch over its DP ranks itself (dp_micro_batches), so DP never changes what a mini-batch holds; the
+// metrics are collected from the role's first rank.
 Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
   Metrics metrics;
   if (critic_) {

@@ -3,17 +3,18 @@
 // term needs it the reference (InferEngine), and with adv_estimator gae the critic (a TrainEngine over a
 // value model: critic.model.path's backbone under a value head), with reward_model.enable the reward
 // model (InferEngine over a one-label sequence classifier), all on every rank of the world. Each method is
-// one stage of the step, a collective over the ranks:
-//   generate         gen: n responses per prompt (the KV cache is resumed for it and, with
-//                    free_cache_engine, released afterwards)
-//   compute_rm_scores each response's score: the reward model's output at its sequence's last token
-//   compute_log_prob old_log_prob (+ entropy) with the actor, at the rollout temperature
-//   compute_ref      ref_log_prob with the reference
-//   compute_values   values with the critic
-//   update_critic    mini-batches x critic.ppo_epochs through CriticLoss, one optimizer step per mini-batch
-//   update_actor     mini-batches x ppo_epochs through ActorLoss, one optimizer step per mini-batch
-//   sync_weights     the actor's weights into the rollout's layout (weight_sync.h: colocated, or streamed in
-//                    buckets to the rollout's ranks only, checksummed)
+// one stage of the step, a collective over the ranks, with its dispatch mode (role_dispatch.h):
+//   generate          MEGATRON_PP_AS_DP  gen: n responses per prompt (the KV cache is resumed for it and, with
+//                                        free_cache_engine, released afterwards)
+//   compute_rm_scores MEGATRON_COMPUTE   each response's score: the reward model's output at its last token
+//   compute_log_prob  MEGATRON_COMPUTE   old_log_prob (+ entropy) with the actor, at the rollout temperature
+//   compute_ref       MEGATRON_COMPUTE   ref_log_prob with the reference
+//   compute_values    MEGATRON_COMPUTE   values with the critic
+//   update_critic     ONE_TO_ALL         mini-batches x critic.ppo_epochs through CriticLoss, one optimizer step
+//                                        per mini-batch, each mini-batch split over the critic's DP ranks
+//   update_actor      ONE_TO_ALL         mini-batches x ppo_epochs through ActorLoss, the same way
+//   sync_weights      -                  the actor's weights into the rollout's layout (weight_sync.h: colocated,
+//                                        or streamed in buckets to the rollout's ranks only, checksummed)
 // Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
 // the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
 // reference and the reward model after their passes, the critic after its values pass (its weights)
@@ -30,6 +31,7 @@
 // of the actor and the critic runs its slice of every mini-batch of an update.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -39,6 +41,7 @@
 #include "rl/trainer/rl_batch.h"
 #include "rl/trainer/rl_config.h"
 #include "rl/trainer/rl_metrics.h"
+#include "rl/trainer/role_dispatch.h"
 #include "rl/trainer/role_placement.h"
 #include "rl/trainer/weight_sync.h"
 #include "engine/infer_engine.h"
@@ -140,10 +143,16 @@ class RlRoles {
     int root_;
   };
 
-  // Brings a forward pass that `role`'s DP replicas (`parallel`) split among them to every rank: `mine`,
-  // this rank's replica's share, was `computed` here (false off the role).
-  void share_columns(RlBatch& batch, const RoleRanks& role, const dist::ParallelContext& parallel, bool computed,
-                     std::span<const int64_t> mine, const std::vector<std::vector<float> RlResponse::*>& columns);
+  // What a forward pass brings back to every rank: per-token columns, or (a reward model's) the scores.
+  struct PassOutputs {
+    std::vector<std::vector<float> RlResponse::*> columns;
+    bool scores = false;
+  };
+  // One forward pass of a role as its dispatch says: on the role's ranks `compute` fills this rank's chunk
+  // of `split_by` (the responses as the role reads them) into `batch`; the collect ranks' outputs then reach
+  // every rank. The one implementation of split / compute / collect for every pass.
+  void run_pass(const RoleRanks& role, const RoleDispatch& dispatch, RlBatch& batch, const RlBatch& split_by,
+                const PassOutputs& outputs, const std::function<void(const std::vector<int64_t>&)>& compute);
 
   const RlConfig& config_;
   dist::ProcessGroup& world_;
