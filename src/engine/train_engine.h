@@ -160,6 +160,14 @@ class TrainEngine {
     complete_param_gather(master_.layout().total_numel());
     return master_;
   }
+  // The weights the model reads (the bf16 copy, or the f32 masters in f32), onloaded and complete: what a
+  // rollout of the same layout and dtype reads in place (RolloutEngine's shared weights). The storage keeps
+  // its address for the engine's life; call again before each read, as offloading makes it read zeros.
+  const model::ParamStore& compute_weights() const {
+    onload_for({.params = true});
+    complete_param_gather(master_.layout().total_numel());
+    return compute_copy_ ? *compute_copy_ : master_;
+  }
   const optim::AdamWOptimizer& optimizer() const {
     onload_for({.optimizer = true});
     return optimizer_;

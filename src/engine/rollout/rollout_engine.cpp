@@ -19,6 +19,18 @@ Tensor i64_tensor(const std::vector<int64_t>& values) {
   return t;
 }
 
+// Shared weights are read by the offsets of this engine's own layout: every entry must match.
+void check_same_layout(const model::ParamLayout& shared, const model::ParamLayout& mine) {
+  RF_CHECK(shared.entries().size() == mine.entries().size() && shared.total_numel() == mine.total_numel(),
+           "rollout: shared weights hold {} parameters in {} elements, the rollout's layout {} in {}",
+           shared.entries().size(), shared.total_numel(), mine.entries().size(), mine.total_numel());
+  for (size_t i = 0; i < mine.entries().size(); ++i) {
+    const model::ParamEntry &a = shared.entries()[i], &b = mine.entries()[i];
+    RF_CHECK(a.name == b.name && a.shape == b.shape && a.offset == b.offset && a.shard_start == b.shard_start,
+             "rollout: shared weights differ from the rollout's layout at '{}' (as '{}')", b.name, a.name);
+  }
+}
+
 }  // namespace
 
 KvCacheSpec kv_cache_spec(const model::ModelConfig& config, int64_t tp, DType dtype, int64_t block_size) {
@@ -27,28 +39,38 @@ KvCacheSpec kv_cache_spec(const model::ModelConfig& config, int64_t tp, DType dt
 
 RolloutEngine::RolloutEngine(const model::ModelConfig& config, DType dtype, const RolloutConfig& rollout,
                              const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
-                             MemoryTracker& tracker)
+                             MemoryTracker& tracker, const model::ParamStore* shared_weights)
     : config_(config),
       rollout_(rollout),
       parallel_(parallel),
-      params_(model::ParamLayout::for_model(config, model::TensorParallelShard{parallel.tp().rank(), parallel.tp().size()}),
-              dtype, TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params}),
       kv_(kv_cache_spec(config, parallel.tp().size(), dtype, rollout.block_size),
           num_blocks(rollout, kv_cache_spec(config, parallel.tp().size(), dtype, rollout.block_size)), &tracker,
           KvBlockManagerOptions{rollout.enable_prefix_caching}) {
   RF_CHECK(!parallel.sequence_parallel(), "the rollout engine runs without sequence parallel");
   RF_CHECK(kernels.batch_invariant(),
            "the rollout engine needs a batch-invariant kernel registry (KernelConfig::batch_invariant)");
-  std::fill_n(static_cast<char*>(params_.flat().raw()), params_.flat().numel() * int64_t(dtype_size(dtype)), 0);
-  model_ = std::make_unique<model::CausalLm>(config_, params_, nullptr, kernels, parallel, &tracker);
+  model::ParamLayout layout =
+      model::ParamLayout::for_model(config, model::TensorParallelShard{parallel.tp().rank(), parallel.tp().size()});
+  if (shared_weights) {
+    check_same_layout(shared_weights->layout(), layout);
+    RF_CHECK(shared_weights->flat().dtype() == dtype, "rollout: shared weights are {}, the rollout computes in {}",
+             dtype_name(shared_weights->flat().dtype()), dtype_name(dtype));
+    weights_ = shared_weights;
+  } else {
+    own_weights_.emplace(std::move(layout), dtype, TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params});
+    std::fill_n(static_cast<char*>(own_weights_->flat().raw()), own_weights_->flat().numel() * int64_t(dtype_size(dtype)), 0);
+    weights_ = &*own_weights_;
+  }
+  model_ = std::make_unique<model::CausalLm>(config_, *weights_, nullptr, kernels, parallel, &tracker);
   model_->reserve_paged(rollout.limits.max_num_batched_tokens, rollout.limits.max_num_seqs);
   reserved_rows_ = rollout.limits.max_num_seqs;
 }
 
 void RolloutEngine::update_weights(const std::string& hf_name, TensorView full) {
-  const model::ParamEntry& e = params_.layout().entry(hf_name);
+  RF_CHECK(own_weights_, "rollout: update_weights on an engine that reads shared weights in place ({})", hf_name);
+  const model::ParamEntry& e = own_weights_->layout().entry(hf_name);
   check_shape(full, e.hf_shape, hf_name.c_str());
-  copy_convert(e.hf_part(full), e.local_part(params_.get(hf_name)));
+  copy_convert(e.hf_part(full), e.local_part(own_weights_->get(hf_name)));
 }
 
 void RolloutEngine::update_weights(const model::ParamStore& full) {

@@ -40,12 +40,16 @@ class RolloutEngine {
  public:
   // The weights start at zero: load them with update_weights. `parallel` is the rollout's own layout
   // (TP; no sequence parallel), kept by reference, like `kernels` (built with batch_invariant) and
-  // `tracker`.
+  // `tracker`. With `shared_weights` the engine holds no weights of its own and reads those in place
+  // (kept by reference): the actor's compute weights when their layout and dtype are this engine's (the
+  // hybrid engine's sync without a copy). Their layout must be this engine's (checked: an Error naming
+  // the first parameter that differs).
   RolloutEngine(const model::ModelConfig& config, DType dtype, const RolloutConfig& rollout,
-                const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker);
+                const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker,
+                const model::ParamStore* shared_weights = nullptr);
 
   // One weight by HF name, whole (any floating dtype): this rank keeps its TP shard (the hybrid
-  // engine's resharding from the trainer's layout into this one).
+  // engine's resharding from the trainer's layout into this one). Not with shared weights.
   void update_weights(const std::string& hf_name, TensorView full);
   // Every weight of a whole (TP 1) store laid out for this model.
   void update_weights(const model::ParamStore& full);
@@ -62,7 +66,8 @@ class RolloutEngine {
 
   const SchedulerStats& last_stats() const { return stats_; }
   const KvBlockManager& kv_cache() const { return kv_; }
-  const model::ParamStore& weights() const { return params_; }
+  const model::ParamStore& weights() const { return *weights_; }
+  bool shares_weights() const { return !own_weights_.has_value(); }
 
  private:
   // Runs one step's chunks through the model; returns the logits of the sampling chunks' last tokens.
@@ -71,7 +76,8 @@ class RolloutEngine {
   model::ModelConfig config_;
   RolloutConfig rollout_;
   dist::ParallelContext& parallel_;
-  model::ParamStore params_;
+  std::optional<model::ParamStore> own_weights_;  // none with shared weights
+  const model::ParamStore* weights_;               // what the model reads: own_weights_ or the shared ones
   std::unique_ptr<model::CausalLm> model_;
   KvBlockManager kv_;
   int64_t reserved_rows_ = 0;

@@ -292,9 +292,16 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
                                                    capacity);
   }
   if (rollout_role_.member()) {
+    const DType rollout_dtype = engine::EngineConfig{.dtype = r.dtype}.compute_dtype();
+    // The rollout is the actor's ranks with the actor's TP and compute dtype: it reads the actor's weights
+    // in place, so the sync copies nothing and no second copy is resident.
+    const bool shares_actor_weights = actor_ && actor_role_.contains(rollout_role_) &&
+                                      rollout_role_.contains(actor_role_) &&
+                                      r.tensor_model_parallel_size == a.megatron.tensor_model_parallel_size &&
+                                      rollout_dtype == actor_->compute_dtype();
     rollout_ = std::make_unique<engine::rollout::RolloutEngine>(
-        model_config, engine::EngineConfig{.dtype = r.dtype}.compute_dtype(), rollout_config(config),
-        rollout_kernels_, rollout_parallel_, tracker);
+        model_config, rollout_dtype, rollout_config(config), rollout_kernels_, rollout_parallel_, tracker,
+        shares_actor_weights ? &actor_->compute_weights() : nullptr);
     // Colocated with training: the KV cache exists only while the rollout generates.
     if (r.free_cache_engine) rollout_->release();
   }
@@ -350,6 +357,8 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
     std::vector<engine::rollout::RolloutRequest> requests;
     for (const int64_t i : dispatch.contiguous_chunk(int64_t(prompts.size())))
       requests.push_back({prompts[size_t(i)].tokens, request_base + uint64_t(i), 0});
+    // Weights read in place must be on the device and complete (the actor may have offloaded them).
+    if (rollout_->shares_weights()) (void)actor_->compute_weights();
     const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
     if (free_cache) rollout_->resume();
     std::vector<engine::rollout::RolloutSample> samples = rollout_->generate(requests, params, eos_ids, num_candidates);
@@ -504,8 +513,9 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
 
 Metrics RlRoles::sync_weights() {
   const WeightSync::Export export_actor = [&](const WeightSync::Sink& sink) { actor_->export_weights(sink); };
+  // A rollout that reads the actor's weights in place has them already: the sync only checksums the export.
   const WeightSync::Sink load_rollout = [&](const std::string& name, TensorView full) {
-    rollout_->update_weights(name, full);
+    if (!rollout_->shares_weights()) rollout_->update_weights(name, full);
   };
   const WeightSync::Report report =
       weight_sync_->sync(actor_ ? &export_actor : nullptr, rollout_ ? &load_rollout : nullptr);

@@ -114,6 +114,8 @@ class RlRoles {
   }
   bool has_critic() const { return critic_loss_.has_value(); }
   bool has_reward_model() const { return config_.reward_model.enable; }
+  // Whether this rank's rollout reads the actor's weights in place (no copy, no second resident copy).
+  bool rollout_shares_actor_weights() const { return rollout_ && rollout_->shares_weights(); }
   // The actor's engine and its context: only on the actor's ranks (in_actor()).
   bool in_actor() const { return actor_ != nullptr; }
   engine::TrainEngine& actor() { return *actor_; }

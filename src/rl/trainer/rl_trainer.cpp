@@ -369,6 +369,9 @@ struct RlTrainer::State {
       rollout_peak = rollout_dtype == actor_dtype ? actor_peak : kernels::measure_gemm_peak(rollout_dtype).best();
       core::log_info("GEMM peak for MFU (2048^3, best engine): {:.1f} GFLOP/s for the actor, {:.1f} for the rollout",
                      actor_peak, rollout_peak);
+      core::log_info("{}", roles.rollout_shares_actor_weights()
+                               ? "rollout: reads the actor's weights in place (same ranks, TP and dtype): the sync copies nothing"
+                               : "rollout: its own weight copy, loaded from the actor's by the sync after each update");
     }
   }
 

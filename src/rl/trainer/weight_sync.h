@@ -12,7 +12,8 @@
 // order. Streamed, the sender broadcasts its own and every receiver compares it with what it received;
 // colocated, the actor ranks compare theirs. A mismatch is an Error naming both, never a rollout that
 // silently samples from other weights than the actor trained.
-// Not here: reading the actor's weights in place when the layouts match (the rollout keeps its own copy).
+// When the rollout reads the actor's weights in place (same ranks, TP and dtype: rl_roles.cpp), its sink
+// loads nothing and the colocated sync only checksums the export.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #include "engine/sampling.h"
 #include "model/param_init.h"
 #include "model/model_inputs.h"
+#include "support/test_support.h"
 
 namespace rf::engine::rollout {
 namespace {
@@ -70,6 +71,17 @@ struct TinyModel {
   std::unique_ptr<RolloutEngine> engine(int64_t num_blocks, int64_t block_size, int64_t max_batched_tokens,
                                         bool prefix_caching, int64_t max_num_seqs = 64, bool static_batching = false,
                                         bool pad_finished = false) {
+    auto e = std::make_unique<RolloutEngine>(config, dtype, rollout_config(num_blocks, block_size, max_batched_tokens,
+                                                                           prefix_caching, max_num_seqs,
+                                                                           static_batching, pad_finished),
+                                             kernels, parallel, tracker);
+    e->update_weights(weights);
+    return e;
+  }
+
+  RolloutConfig rollout_config(int64_t num_blocks, int64_t block_size, int64_t max_batched_tokens, bool prefix_caching,
+                               int64_t max_num_seqs = 64, bool static_batching = false,
+                               bool pad_finished = false) const {
     RolloutConfig r;
     r.block_size = block_size;
     r.kv_cache_bytes = num_blocks * kv_cache_spec(config, 1, dtype, block_size).bytes_per_block();
@@ -77,9 +89,7 @@ struct TinyModel {
     r.limits = {.max_num_seqs = max_num_seqs, .max_num_batched_tokens = max_batched_tokens,
                 .enable_chunked_prefill = true, .max_model_len = kMaxModelLen, .static_batching = static_batching,
                 .pad_finished = pad_finished};
-    auto e = std::make_unique<RolloutEngine>(config, dtype, r, kernels, parallel, tracker);
-    e->update_weights(weights);
-    return e;
+    return r;
   }
 };
 
@@ -284,6 +294,53 @@ TEST(RolloutEngine, NoRequestIsLostWhenTheCacheHoldsFivePercent) {
   }
   EXPECT_GT(engine->last_stats().preemptions, 0);
   EXPECT_EQ(engine->kv_cache().num_used_blocks(), 0) << "blocks leaked";
+}
+
+// The hybrid engine's sync without a copy: a rollout over the actor's weights in place holds no params of its
+// own (MemoryTracker), samples what a rollout with its own copy samples, follows the weights as they change,
+// refuses update_weights, and refuses weights of another layout or dtype.
+TEST(RolloutEngine, SharedWeightsAreReadInPlaceWithNoCopy) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    TinyModel setup(model::Arch::qwen3, dtype);
+    const std::vector<RolloutRequest> requests = make_requests(6, 4, setup.config.vocab_size);
+    const RolloutSamplingParams params = sampled_to_length(2, 5);
+    const auto own = setup.engine(64, 16, 256, true);
+    const int64_t own_params = setup.tracker.current(MemoryTier::device, MemoryCategory::params);
+    ASSERT_GT(own_params, 0);
+
+    MemoryTracker shared_tracker;
+    RolloutEngine shared(setup.config, dtype, setup.rollout_config(64, 16, 256, true), setup.kernels, setup.parallel,
+                         shared_tracker, &setup.weights);
+    EXPECT_TRUE(shared.shares_weights());
+    EXPECT_EQ(shared_tracker.current(MemoryTier::device, MemoryCategory::params), 0);
+    EXPECT_EQ(shared.weights().flat().raw(), setup.weights.flat().raw());
+    expect_same(shared.generate(requests, params, {}, setup.config.vocab_size),
+                own->generate(requests, params, {}, setup.config.vocab_size), "shared vs own copy");
+
+    // New weights (an update) are what the next generation reads, as a synced copy would.
+    model::init_params(setup.weights, setup.config, 8);
+    own->update_weights(setup.weights);
+    expect_same(shared.generate(requests, params, {}, setup.config.vocab_size),
+                own->generate(requests, params, {}, setup.config.vocab_size), "after an update");
+
+    testing::expect_error_containing([&] { shared.update_weights(setup.weights); }, "reads shared weights in place");
+    model::ModelConfig wider = setup.config;
+    wider.intermediate_size = 64;
+    testing::expect_error_containing(
+        [&] {
+          RolloutEngine(wider, dtype, setup.rollout_config(64, 16, 256, true), setup.kernels, setup.parallel,
+                        shared_tracker, &setup.weights);
+        },
+        "shared weights");
+    const DType other = dtype == DType::f32 ? DType::bf16 : DType::f32;
+    testing::expect_error_containing(
+        [&] {
+          RolloutEngine(setup.config, other, setup.rollout_config(64, 16, 256, true), setup.kernels, setup.parallel,
+                        shared_tracker, &setup.weights);
+        },
+        "the rollout computes in");
+  }
 }
 
 }  // namespace
