@@ -14,7 +14,6 @@
 #include "core/philox.h"
 #include "data/index_permutation.h"
 #include "kernels/gemm_choice.h"
-#include "engine/offload_set.h"
 #include "model/hf_folder.h"
 #include "rl/agg_loss.h"
 
@@ -302,7 +301,8 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
     rollout_ = std::make_unique<engine::rollout::RolloutEngine>(
         model_config, rollout_dtype, rollout_config(config), rollout_kernels_, rollout_parallel_, tracker,
         shares_actor_weights ? &actor_->compute_weights() : nullptr);
-    // Colocated with training: the KV cache exists only while the rollout generates.
+    // Colocated with training, the KV cache exists only while generating (HybridEngine::enter_generate):
+    // released before the other roles' engines take their memory.
     if (r.free_cache_engine) rollout_->release();
   }
   if (uses_ref_ && ref_role_.member())
@@ -318,21 +318,26 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
           engine_capacity(reward_model_batching_, reward_model_batching_.responses,
                           std::max(longest, rm.max_length.value_or(0))));
   }
-  weight_sync_ = std::make_unique<WeightSync>(
-      world, placement.actor, placement.rollout, r.checkpoint_engine.update_weights_bucket_megabytes << 20);
-  if (!config.uses_critic()) return;
-  critic_loss_.emplace(critic_loss_config(config));
-  critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
-                                   config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
-                                   critic_parallel_);
-  if (critic_role_.member()) {
-    optim::OptimConfig optim = config.critic.optim;
-    optim.total_training_steps = config.trainer.total_training_steps;
-    critic_ = std::make_unique<engine::TrainEngine>(config.critic.megatron, optim,
-                                                    critic_hf_folder(config).config, kernels_,
-                                                    critic_parallel_, tracker,
-                                                    engine_capacity(critic_batching_, critic_batching_.responses, longest));
+  if (config.uses_critic()) {
+    critic_loss_.emplace(critic_loss_config(config));
+    critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
+                                     config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
+                                     critic_parallel_);
+    if (critic_role_.member()) {
+      optim::OptimConfig optim = config.critic.optim;
+      optim.total_training_steps = config.trainer.total_training_steps;
+      critic_ = std::make_unique<engine::TrainEngine>(config.critic.megatron, optim,
+                                                      critic_hf_folder(config).config, kernels_,
+                                                      critic_parallel_, tracker,
+                                                      engine_capacity(critic_batching_, critic_batching_.responses, longest));
+    }
   }
+  hybrid_ = std::make_unique<HybridEngine>(config, HybridEngine::Engines{.actor = actor_.get(),
+                                                                        .rollout = rollout_.get(),
+                                                                        .ref = ref_.get(),
+                                                                        .critic = critic_.get(),
+                                                                        .reward_model = reward_model_.get()},
+                                           world, placement.actor, placement.rollout);
 }
 
 void RlRoles::load_initial_weights(const std::string& model_dir) {
@@ -357,12 +362,9 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
     std::vector<engine::rollout::RolloutRequest> requests;
     for (const int64_t i : dispatch.contiguous_chunk(int64_t(prompts.size())))
       requests.push_back({prompts[size_t(i)].tokens, request_base + uint64_t(i), 0});
-    // Weights read in place must be on the device and complete (the actor may have offloaded them).
-    if (rollout_->shares_weights()) (void)actor_->compute_weights();
-    const bool free_cache = config_.actor_rollout_ref.rollout.free_cache_engine;
-    if (free_cache) rollout_->resume();
+    hybrid_->enter_generate();
     std::vector<engine::rollout::RolloutSample> samples = rollout_->generate(requests, params, eos_ids, num_candidates);
-    if (free_cache) rollout_->release();
+    hybrid_->leave_generate();
     local.reserve(samples.size());
     for (engine::rollout::RolloutSample& s : samples) {
       RlResponse r;
@@ -400,9 +402,7 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
              const PassRun run = run_micro_batches(batch, mine, log_prob_batching_, actor_parallel_.dp(), [&](const auto& mbs) {
                return actor_->compute_log_prob(mbs, temperature_, model::EntropyOutput::compute);
              });
-             // Idle until the update: its weights may leave the device while the reference runs.
-             const engine::EngineConfig& actor = config_.actor_rollout_ref.actor.megatron;
-             actor_->offload({.params = actor.param_offload, .activations = actor.release_activations});
+             hybrid_->leave_log_prob();
              read_column(batch, run, "log_probs", &RlResponse::old_log_probs);
              read_column(batch, run, "entropy", &RlResponse::entropy);
            });
@@ -423,7 +423,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
     const PassRun run = run_micro_batches(batch, mine, batching, ref_parallel_.dp(), [&](const auto& mbs) {
       return ref_->compute_log_prob(mbs, temperature_, model::EntropyOutput::skip);
     });
-    ref_->offload(engine::configured_offload(config_.actor_rollout_ref.ref.megatron));
+    hybrid_->leave_ref();
     read_column(batch, run, "log_probs", &RlResponse::ref_log_prob);
   });
 }
@@ -435,7 +435,7 @@ void RlRoles::compute_rm_scores(RlBatch& batch, const RlBatch& sequences) {
              const PassRun run =
                  run_micro_batches(sequences, mine, reward_model_batching_, reward_model_parallel_.dp(),
                                    [&](const auto& mbs) { return reward_model_->compute_values(mbs); });
-             reward_model_->offload(engine::configured_offload(config_.reward_model.megatron));
+             hybrid_->leave_reward_model();
              for (size_t m = 0; m < run.groups.size(); ++m) {
                const Tensor scores_D = engine::last_token_values(run.outputs[m].get("values"), run.inputs[m].cu_seqlens());
                for (size_t d = 0; d < run.groups[m].size(); ++d) {
@@ -452,9 +452,7 @@ void RlRoles::compute_values(RlBatch& batch) {
   run_pass(critic_role_, dispatch, batch, batch, {{&RlResponse::values}}, [&](const std::vector<int64_t>& mine) {
     const PassRun run = run_micro_batches(batch, mine, critic_batching_, critic_parallel_.dp(),
                                           [&](const auto& mbs) { return critic_->compute_values(mbs); });
-    // Idle until its update: its weights may leave the device while the advantages are computed.
-    critic_->offload({.params = config_.critic.megatron.param_offload,
-                      .activations = config_.critic.megatron.release_activations});
+    hybrid_->leave_values();
     read_column(batch, run, "values", &RlResponse::values);
   });
 }
@@ -480,8 +478,7 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
                          epoch_mini_batches(int64_t(batch.size()), mini_batch, config_.critic_ppo_epochs(),
                                             config_.critic_shuffle(), config_.critic_data_loader_seed(), step),
                          pass);
-    // Idle until the next step's values pass.
-    critic_->offload(engine::configured_offload(config_.critic.megatron));
+    hybrid_->leave_update_critic();
   }
   if (!critic_role_.everywhere()) broadcast_metrics(metrics, world_, critic_role_.root());
   return metrics;
@@ -511,21 +508,6 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
   return metrics;
 }
 
-Metrics RlRoles::sync_weights() {
-  const WeightSync::Export export_actor = [&](const WeightSync::Sink& sink) { actor_->export_weights(sink); };
-  // A rollout that reads the actor's weights in place has them already: the sync only checksums the export.
-  const WeightSync::Sink load_rollout = [&](const std::string& name, TensorView full) {
-    if (!rollout_->shares_weights()) rollout_->update_weights(name, full);
-  };
-  const WeightSync::Report report =
-      weight_sync_->sync(actor_ ? &export_actor : nullptr, rollout_ ? &load_rollout : nullptr);
-  // The actor is idle from here to the next step's old-log-prob pass (generation runs on the
-  // rollout's own weights): what the config offloads leaves the device tier.
-  if (actor_) actor_->offload(engine::configured_offload(config_.actor_rollout_ref.actor.megatron));
-  const double bytes = world_.all_reduce_scalar(double(report.bytes_received), dist::ReduceOp::sum);
-  // The checksum's low 48 bits: an integer a double holds exactly, enough to tell two syncs apart.
-  return {{"perf/update_weights_bytes", bytes},
-          {"rollout/weights_checksum", double(report.checksum & ((uint64_t(1) << 48) - 1))}};
-}
+Metrics RlRoles::sync_weights() { return hybrid_->sync_weights(); }
 
 }  // namespace rf::rl

@@ -15,10 +15,8 @@
 //   update_actor      ONE_TO_ALL         mini-batches x ppo_epochs through ActorLoss, the same way
 //   sync_weights      -                  the actor's weights into the rollout's layout (weight_sync.h: colocated,
 //                                        or streamed in buckets to the rollout's ranks only, checksummed)
-// Idle roles offload what their megatron block asks (param_offload, grad_offload, optimizer_offload):
-// the actor after the weight sync (all it has) and after the old-log-prob pass (its weights), the
-// reference and the reward model after their passes, the critic after its values pass (its weights)
-// and its update (all it has); each engine brings back what a stage needs (engine/offload_set.h).
+// Between the stages, the HybridEngine (hybrid_engine.h) moves the roles' memory: idle roles offload what
+// their megatron block asks, the KV cache exists only while generating, and the weight sync runs there.
 // Placement (device_mapping, RolePlacement): by default every role is on every rank (verl's hybrid
 // engine); a role may instead sit on a subset of the world's ranks, with its own sub-communicator and its
 // engine built only there; the reference, critic and reward model follow the actor unless placed. The
@@ -41,9 +39,9 @@
 #include "rl/trainer/rl_batch.h"
 #include "rl/trainer/rl_config.h"
 #include "rl/trainer/rl_metrics.h"
+#include "rl/trainer/hybrid_engine.h"
 #include "rl/trainer/role_dispatch.h"
 #include "rl/trainer/role_placement.h"
-#include "rl/trainer/weight_sync.h"
 #include "engine/infer_engine.h"
 #include "engine/rollout/rollout_engine.h"
 #include "engine/train_engine.h"
@@ -167,7 +165,7 @@ class RlRoles {
   std::unique_ptr<engine::InferEngine> ref_;
   std::unique_ptr<engine::TrainEngine> critic_;
   std::unique_ptr<engine::InferEngine> reward_model_;
-  std::unique_ptr<WeightSync> weight_sync_;
+  std::unique_ptr<HybridEngine> hybrid_;  // the transitions between stages, over the engines above
   rl::ActorLoss actor_loss_;
   bool balance_batch_;  // trainer.balance_batch: the DP shares of every pass balanced by workload
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
