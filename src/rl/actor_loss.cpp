@@ -4,6 +4,8 @@
 // Dimension legend: N packed tokens, B batch (one row per document), T tokens per row.
 #include "rl/actor_loss.h"
 
+#include <fmt/format.h>
+
 #include "core/element_access.h"
 #include "rl/document_rows.h"
 #include "rl/masked_stats.h"
@@ -16,12 +18,25 @@ double* values(const Tensor& f64_BT) { return f64_BT.data<double>(); }
 }  // namespace
 
 ActorLoss::ActorLoss(ActorLossConfig config)
-    : config_(std::move(config)), policy_loss_(&find_policy_loss(config_.loss_mode)) {
+    : config_(std::move(config)), policy_loss_(&find_policy_loss(config_.policy_loss.loss_mode)) {
   if (config_.loss_agg_mode == AggMode::seq_mean_token_sum_norm && !config_.loss_scale_factor &&
       config_.max_response_length <= 0)
     throw ConfigError("actor_rollout_ref.actor.loss_scale_factor",
                       "seq-mean-token-sum-norm divides by loss_scale_factor, or by data.max_response_length "
                       "when it is null; neither is set");
+}
+
+void ActorLossConfig::validate() const {
+  try {
+    (void)find_policy_loss(policy_loss.loss_mode);
+  } catch (const ConfigError& e) {
+    throw ConfigError("policy_loss.loss_mode", e.detail());
+  }
+  if (!(policy_loss.clip_ratio_c > 1))
+    throw ConfigError("clip_ratio_c", fmt::format("must be > 1 (the dual-clip bound), got {}", policy_loss.clip_ratio_c));
+  if (!(policy_loss.kl_cov_ratio > 0 && policy_loss.kl_cov_ratio <= 1))
+    throw ConfigError("policy_loss.kl_cov_ratio",
+                      fmt::format("must be a fraction of the tokens in (0, 1], got {}", policy_loss.kl_cov_ratio));
 }
 
 engine::LossOutput ActorLoss::operator()(const engine::TensorMap& micro_batch, const model::ModelOutputs& outputs,

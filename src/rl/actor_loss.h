@@ -56,15 +56,35 @@
 namespace rf::rl {
 
 struct ActorLossConfig {                        // actor_rollout_ref.actor.* (verl's defaults)
-  std::string loss_mode = "vanilla";            // policy_loss.loss_mode
   AggMode loss_agg_mode = AggMode::token_mean;  // loss_agg_mode
-  PolicyLossConfig policy_loss;                 // clip ratios, dual clip, sapo's taus, kl_cov's ratio and coef
+  PolicyLossConfig policy_loss;  // loss mode, clip ratios, dual clip, sapo's taus, kl_cov's ratio and coef
   double entropy_coeff = 0.0;
   bool use_kl_loss = false;
   double kl_loss_coef = 0.001;
   KlPenalty kl_loss_type = KlPenalty::k3;   // kl_loss_type: low_var_kl
   std::optional<double> loss_scale_factor;  // F of seq-mean-token-sum-norm
-  int64_t max_response_length = 0;          // data.max_response_length: F when loss_scale_factor is unset
+  int64_t max_response_length = 0;          // not a key: data.max_response_length, F when loss_scale_factor is unset
+
+  // verl's keys, spliced into the actor's block (verl keeps them flat there), with policy_loss's own.
+  template <class Fields>
+  void fields(Fields& f) {
+    f("clip_ratio", policy_loss.clip_ratio, "PPO clip ratio (when clip_ratio_low / high are null)");
+    f("clip_ratio_low", policy_loss.clip_ratio_low, "lower clip ratio");
+    f("clip_ratio_high", policy_loss.clip_ratio_high, "upper clip ratio");
+    f("clip_ratio_c", policy_loss.clip_ratio_c, "dual-clip constant (> 1)");
+    f("tau_pos", policy_loss.tau_pos, "sapo: temperature for positive advantages");
+    f("tau_neg", policy_loss.tau_neg, "sapo: temperature for negative advantages");
+    f("policy_loss", policy_loss, "policy loss mode and its parameters");
+    f("loss_agg_mode", loss_agg_mode,
+      "token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm");
+    f("loss_scale_factor", loss_scale_factor, "seq-mean-token-sum-norm divisor (null: data.max_response_length)");
+    f("entropy_coeff", entropy_coeff, "entropy bonus coefficient");
+    f("use_kl_loss", use_kl_loss, "KL to the reference policy as a loss term (GRPO)");
+    f("kl_loss_coef", kl_loss_coef, "coefficient of the KL loss");
+    f("kl_loss_type", kl_loss_type, "KL estimator of the loss: kl (k1), abs, mse (k2), low_var_kl (k3)");
+  }
+  // ConfigError keyed relative to the actor's block: an unknown policy_loss.loss_mode, clip_ratio_c <= 1.
+  void validate() const;
 };
 
 class ActorLoss {

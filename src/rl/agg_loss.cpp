@@ -8,12 +8,6 @@
 namespace rf::rl {
 namespace {
 
-constexpr std::array<NamedValue<AggMode>, 4> kAggModeNames{{
-    {"token-mean", AggMode::token_mean},
-    {"seq-mean-token-sum", AggMode::seq_mean_token_sum},
-    {"seq-mean-token-mean", AggMode::seq_mean_token_mean},
-    {"seq-mean-token-sum-norm", AggMode::seq_mean_token_sum_norm},
-}};
 
 // numerator / denominator, or 0 when there is nothing to normalise (see the header).
 double ratio_or_zero(double numerator, double denominator) {
@@ -22,9 +16,9 @@ double ratio_or_zero(double numerator, double denominator) {
 
 }  // namespace
 
-AggMode parse_agg_mode(std::string_view name) { return find_named(kAggModeNames, name, "loss_agg_mode").value; }
+AggMode parse_agg_mode(std::string_view name) { return find_enum_name<AggMode>(name, "loss_agg_mode"); }
 
-std::string_view agg_mode_name(AggMode mode) { return name_of(kAggModeNames, mode); }
+std::string_view agg_mode_name(AggMode mode) { return enum_name(mode); }
 
 LossAggregation LossAggregation::verl(AggMode mode, const VerlBatchInfo& info) {
   RF_CHECK(info.dp_size >= 1, "dp_size: expected >= 1, got {}", info.dp_size);

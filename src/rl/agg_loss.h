@@ -35,6 +35,8 @@
 // Dimension legend: B batch (responses), T response tokens.
 #pragma once
 
+#include <utility>
+#include <array>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -49,6 +51,13 @@ enum class AggMode : uint8_t { token_mean, seq_mean_token_sum, seq_mean_token_me
 
 // "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm". Anything else
 // (e.g. "token-sum", which appears in later verl) throws ConfigError (key loss_agg_mode).
+// verl's names (actor.loss_agg_mode, critic.loss_agg_mode): how the config binds them.
+constexpr std::array<std::pair<AggMode, std::string_view>, 4> enum_names(AggMode) {
+  return {{{AggMode::token_mean, "token-mean"},
+           {AggMode::seq_mean_token_sum, "seq-mean-token-sum"},
+           {AggMode::seq_mean_token_mean, "seq-mean-token-mean"},
+           {AggMode::seq_mean_token_sum_norm, "seq-mean-token-sum-norm"}}};
+}
 AggMode parse_agg_mode(std::string_view name);
 std::string_view agg_mode_name(AggMode mode);
 

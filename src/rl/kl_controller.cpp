@@ -7,23 +7,14 @@
 #include "rl/named_choice.h"
 
 namespace rf::rl {
-namespace {
-
-constexpr std::array<NamedValue<KlControlType>, 2> kKlControlTypes{{
-    {"fixed", KlControlType::fixed},
-    {"adaptive", KlControlType::adaptive},
-}};
-
-}  // namespace
-
 KlControlType parse_kl_control_type(std::string_view name) {
-  return find_named(kKlControlTypes, name, "kl_ctrl.type").value;
+  return find_enum_name<KlControlType>(name, "kl_ctrl.type");
 }
 
 void KlControlConfig::validate() const {
   if (type == KlControlType::adaptive) {
-    if (horizon <= 0) throw ConfigError("kl_ctrl.horizon", fmt::format("must be positive, got {}", horizon));
-    if (!(target_kl > 0)) throw ConfigError("kl_ctrl.target_kl", fmt::format("must be positive, got {}", target_kl));
+    if (horizon <= 0) throw ConfigError("horizon", fmt::format("must be positive, got {}", horizon));
+    if (!(target_kl > 0)) throw ConfigError("target_kl", fmt::format("must be positive, got {}", target_kl));
   }
 }
 

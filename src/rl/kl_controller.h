@@ -7,13 +7,18 @@
 // (verl does not either).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <string_view>
 
 namespace rf::rl {
 
 enum class KlControlType : uint8_t { fixed, adaptive };
 
+constexpr std::array<std::pair<KlControlType, std::string_view>, 2> enum_names(KlControlType) {
+  return {{{KlControlType::fixed, "fixed"}, {KlControlType::adaptive, "adaptive"}}};
+}
 KlControlType parse_kl_control_type(std::string_view name);  // "fixed" | "adaptive"
 
 struct KlControlConfig {  // algorithm.kl_ctrl (verl's defaults)
@@ -22,6 +27,14 @@ struct KlControlConfig {  // algorithm.kl_ctrl (verl's defaults)
   int64_t horizon = 10000;
   double target_kl = 0.1;
 
+  template <class Fields>
+  void fields(Fields& f) {
+    f("type", type, "fixed or adaptive");
+    f("kl_coef", kl_coef, "initial KL-in-reward coefficient");
+    f("horizon", horizon, "adaptive: horizon");
+    f("target_kl", target_kl, "adaptive: target KL");
+  }
+  // ConfigError keyed relative to algorithm.kl_ctrl.
   void validate() const;
 };
 

@@ -11,16 +11,6 @@
 namespace rf::rl {
 namespace {
 
-constexpr std::array<NamedValue<KlPenalty>, 7> kKlPenaltyNames{{
-    {"kl", KlPenalty::k1},
-    {"k1", KlPenalty::k1},
-    {"abs", KlPenalty::abs},
-    {"mse", KlPenalty::k2},
-    {"k2", KlPenalty::k2},
-    {"low_var_kl", KlPenalty::k3},
-    {"k3", KlPenalty::k3},
-}};
-
 struct KlEstimate {
   double value = 0;
   double dvalue = 0;  // d value/d logprob
@@ -55,10 +45,10 @@ KlPenalty parse_kl_penalty(std::string_view name) {
     throw ConfigError("kl_penalty", fmt::format("'{}': the straight-through '+' estimators are not supported "
                                                 "(verl b178a3c raises NotImplementedError for them too)",
                                                 name));
-  return find_named(kKlPenaltyNames, name, "kl_penalty").value;
+  return find_enum_name<KlPenalty>(name, "kl_penalty");
 }
 
-std::string_view kl_penalty_name(KlPenalty penalty) { return name_of(kKlPenaltyNames, penalty); }
+std::string_view kl_penalty_name(KlPenalty penalty) { return enum_name(penalty); }
 
 void kl_penalty(TensorView logprob_BT, TensorView ref_logprob_BT, KlPenalty penalty, TensorView kl_BT,
                 TensorView dkl_BT) {

@@ -15,7 +15,9 @@
 // Dimension legend: B batch (responses), T response tokens.
 #pragma once
 
+#include <array>
 #include <string_view>
+#include <utility>
 
 #include "core/tensor_view.h"
 
@@ -23,7 +25,17 @@ namespace rf::rl {
 
 enum class KlPenalty : uint8_t { k1, abs, k2, k3 };
 
-// verl's names (algorithm.kl_penalty, actor.kl_loss_type); aliases map to the same estimator.
+// verl's names (algorithm.kl_penalty, actor.kl_loss_type), each canonical name before its alias: how the
+// config binds them.
+constexpr std::array<std::pair<KlPenalty, std::string_view>, 7> enum_names(KlPenalty) {
+  return {{{KlPenalty::k1, "kl"},
+           {KlPenalty::k1, "k1"},
+           {KlPenalty::abs, "abs"},
+           {KlPenalty::k2, "mse"},
+           {KlPenalty::k2, "k2"},
+           {KlPenalty::k3, "low_var_kl"},
+           {KlPenalty::k3, "k3"}}};
+}
 KlPenalty parse_kl_penalty(std::string_view name);
 std::string_view kl_penalty_name(KlPenalty penalty);
 

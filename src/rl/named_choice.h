@@ -1,6 +1,6 @@
-// The one way the rl layer turns a config string into a choice, be it an enum value (agg mode, KL
-// estimator) or a registry entry (advantage estimator, policy loss): look the name up in a constant
-// table. An unknown name is a ConfigError under the verl key that holds it, listing the known names
+// The one way the rl layer turns a name into a choice, be it an enum value (agg mode, KL estimator: the
+// enum_names(E) table the config binds it by) or a registry entry (advantage estimator, policy loss): look
+// the name up in a constant table. An unknown name is a ConfigError under the verl key that holds it, listing the known names
 // and suggesting the nearest one.
 #pragma once
 
@@ -10,16 +10,10 @@
 
 namespace rf::rl {
 
-template <class Enum>
-struct NamedValue {
-  std::string_view name;
-  Enum value;
-};
-
 [[noreturn]] void throw_unknown_name(std::string_view key, std::string_view name,
                                      const std::vector<std::string>& known);
 
-// `Table` is a range of entries with a `name` member (NamedValue, AdvantageEstimator, PolicyLoss).
+// `Table` is a range of entries with a `name` member (AdvantageEstimator, PolicyLoss).
 template <class Table>
 const typename Table::value_type& find_named(const Table& table, std::string_view name, std::string_view key) {
   for (const auto& entry : table)
@@ -29,11 +23,22 @@ const typename Table::value_type& find_named(const Table& table, std::string_vie
   throw_unknown_name(key, name, known);
 }
 
-// The first name of `value` in a table of NamedValue (tables list a canonical name before its aliases).
-template <class Table, class Enum>
-std::string_view name_of(const Table& table, Enum value) {
-  for (const auto& entry : table)
-    if (entry.value == value) return entry.name;
+// An enum's value by one of the names its enum_names(E) lists (the table the config binds it by, canonical
+// names before their aliases).
+template <class Enum>
+Enum find_enum_name(std::string_view name, std::string_view key) {
+  for (const auto& [value, candidate] : enum_names(Enum{}))
+    if (candidate == name) return value;
+  std::vector<std::string> known;
+  for (const auto& entry : enum_names(Enum{})) known.emplace_back(entry.second);
+  throw_unknown_name(key, name, known);
+}
+
+// The canonical name of an enum value.
+template <class Enum>
+std::string_view enum_name(Enum value) {
+  for (const auto& [candidate, name] : enum_names(Enum{}))
+    if (candidate == value) return name;
   return "?";
 }
 

@@ -54,6 +54,7 @@ struct PolicyLossInputs {
 };
 
 struct PolicyLossConfig {  // actor_rollout_ref.actor.* and .policy_loss.* (verl's defaults)
+  std::string loss_mode = "vanilla";  // policy_loss.loss_mode: the registry's name (find_policy_loss)
   double clip_ratio = 0.2;
   std::optional<double> clip_ratio_low = 0.2;  // unset: clip_ratio
   std::optional<double> clip_ratio_high = 0.2;
@@ -65,6 +66,14 @@ struct PolicyLossConfig {  // actor_rollout_ref.actor.* and .policy_loss.* (verl
 
   double low() const { return clip_ratio_low.value_or(clip_ratio); }
   double high() const { return clip_ratio_high.value_or(clip_ratio); }
+
+  // verl's actor.policy_loss block; the clip ratios and taus are the actor's own keys (ActorLossConfig).
+  template <class Fields>
+  void fields(Fields& f) {
+    f("loss_mode", loss_mode, "policy loss: vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, ...");
+    f("kl_cov_ratio", kl_cov_ratio, "kl_cov: fraction of tokens with the KL penalty");
+    f("ppo_kl_coef", ppo_kl_coef, "kl_cov: coefficient of the KL penalty");
+  }
 };
 
 struct PolicyLossResult {

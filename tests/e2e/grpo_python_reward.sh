@@ -104,4 +104,4 @@ expect_error "reward_model.reward_kwargs.max_resp_len" "${args[@]}" reward_model
   --check-config
 expect_error "reward_model.reward_kwargs: the naive reward manager takes no arguments" "${args[@]}" \
   +reward_model.reward_kwargs.max_resp_len=4 --check-config
-expect_error "reward_model.reward_manager: 'prime'" "${args[@]}" reward_model.reward_manager=prime --check-config
+expect_error "reward_model.reward_manager: expected one of naive, dapo, got 'prime'" "${args[@]}" reward_model.reward_manager=prime --check-config

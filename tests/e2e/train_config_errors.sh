@@ -60,7 +60,7 @@ refused verl_key_dataloader_workers "data.dataloader_num_workers: verl's key is 
 its default 8 is accepted, got 4" data.dataloader_num_workers=4
 # The prompt data: a truncation verl does not have, a key only JSONL rows use beside a built-in task (it
 # would change nothing), and a built-in task beside JSONL files.
-refused bad_truncation "data.truncation: 'top': expected error or left or right or middle" data.truncation=top
+refused bad_truncation "data.truncation: expected one of error, left, right, middle, got 'top'" data.truncation=top
 refused file_key_with_task "data.shuffle: applies to the rows of data.train_files; a built-in task" data.shuffle=false
 refused task_and_files "data.task: a built-in task and data.train_files exclude each other" \
   "data.train_files=[$SCRATCH/train.jsonl]"

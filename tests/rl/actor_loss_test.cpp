@@ -23,9 +23,9 @@ constexpr rl::KlPenalty kKlPenalties[] = {rl::KlPenalty::k1, rl::KlPenalty::abs,
 
 rl::ActorLossConfig full_config(std::string_view loss_mode, rl::AggMode agg_mode, rl::KlPenalty kl_type) {
   rl::ActorLossConfig config;
-  config.loss_mode = loss_mode;
-  config.loss_agg_mode = agg_mode;
   config.policy_loss = fd_policy_config();
+  config.policy_loss.loss_mode = loss_mode;
+  config.loss_agg_mode = agg_mode;
   config.entropy_coeff = 0.03;
   config.use_kl_loss = true;
   config.kl_loss_coef = 0.2;
@@ -81,7 +81,7 @@ TEST(ActorLoss, GradientsMatchFiniteDifferences) {
 TEST(ActorLoss, PolicyTermIsThePolicyLossOnTheResponseRows) {
   for (const rl::PolicyLoss& policy_loss : rl::policy_losses()) {
     rl::ActorLossConfig config;
-    config.loss_mode = policy_loss.name;
+    config.policy_loss.loss_mode = policy_loss.name;
     config.loss_agg_mode = rl::AggMode::seq_mean_token_mean;
     const ResponseRows rows = random_response_rows({5, 6, 41, {}, {}, true});
     const PackedRows packed = pack_response_rows(rows, 0, 5);
@@ -169,9 +169,9 @@ TEST(ActorLoss, StepIsInvariantToMicroBatching) {
 
 TEST(ActorLoss, RejectsBadConfigsAndMicroBatches) {
   rl::ActorLossConfig config;
-  config.loss_mode = "clip_cov";
+  config.policy_loss.loss_mode = "clip_cov";
   EXPECT_THROW(rl::ActorLoss{config}, ConfigError);
-  config.loss_mode = "vanilla";
+  config.policy_loss.loss_mode = "vanilla";
   config.loss_agg_mode = rl::AggMode::seq_mean_token_sum_norm;
   try {
     rl::ActorLoss{config};

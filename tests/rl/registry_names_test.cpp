@@ -57,7 +57,7 @@ TEST(KlController, AdaptiveNeedsAPositiveHorizon) {
       [] {
         rl::KlController({rl::KlControlType::adaptive, 0.1, 0, 6.0});
       },
-      "kl_ctrl.horizon", {"must be positive"});
+      "horizon", {"must be positive"});
 }
 
 }  // namespace

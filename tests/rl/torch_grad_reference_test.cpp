@@ -98,9 +98,9 @@ TEST(TorchGradReference, ActorLossGradients) {
     const std::string id = test_case.at("id");
     const nlohmann::json& c = test_case.at("config");
     rl::ActorLossConfig config;
-    config.loss_mode = test_case.at("loss_mode").get<std::string>();
-    config.loss_agg_mode = rl::parse_agg_mode(test_case.at("loss_agg_mode").get<std::string>());
     config.policy_loss = policy_config(c);
+    config.policy_loss.loss_mode = test_case.at("loss_mode").get<std::string>();
+    config.loss_agg_mode = rl::parse_agg_mode(test_case.at("loss_agg_mode").get<std::string>());
     config.entropy_coeff = c.at("entropy_coeff").get<double>();
     config.use_kl_loss = true;
     config.kl_loss_coef = c.at("kl_loss_coef").get<double>();

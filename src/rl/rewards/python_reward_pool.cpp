@@ -23,11 +23,6 @@
 namespace rf::rl {
 namespace {
 
-constexpr std::array<NamedValue<FailurePolicy>, 2> kFailurePolicies{{
-    {"fail", FailurePolicy::fail},
-    {"zero", FailurePolicy::zero},
-}};
-
 // How long the destructor lets workers exit after their input is closed: an idle one exits at once.
 constexpr std::chrono::seconds kShutdownGrace{1};
 
@@ -49,7 +44,7 @@ enum class WorkerState { starting, idle, busy };
 }  // namespace
 
 FailurePolicy parse_failure_policy(std::string_view name) {
-  return find_named(kFailurePolicies, name, key("on_error")).value;
+  return find_enum_name<FailurePolicy>(name, key("on_error"));
 }
 
 void PythonRewardConfig::validate() const {

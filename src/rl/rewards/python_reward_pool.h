@@ -27,12 +27,14 @@
 // worker_process.h.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rl/rewards/reward_function.h"
@@ -41,6 +43,9 @@ namespace rf::rl {
 
 // What a sample that cannot be scored does to the step.
 enum class FailurePolicy { fail, zero };
+constexpr std::array<std::pair<FailurePolicy, std::string_view>, 2> enum_names(FailurePolicy) {
+  return {{{FailurePolicy::fail, "fail"}, {FailurePolicy::zero, "zero"}}};
+}
 
 // `custom_reward_function.on_error`: "fail" or "zero"; anything else is a ConfigError at that key.
 FailurePolicy parse_failure_policy(std::string_view name);

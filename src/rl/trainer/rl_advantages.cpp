@@ -25,7 +25,7 @@ std::map<std::string, double> compute_advantages(RlBatch& batch, const Algorithm
     const Tensor old_BT = column_matrix(batch, &RlResponse::old_log_probs);
     const Tensor ref_BT = column_matrix(batch, &RlResponse::ref_log_prob);
     Tensor kl_BT(mask_BT.shape(), DType::f32);
-    rl::kl_penalty(old_BT, ref_BT, rl::parse_kl_penalty(algorithm.kl_penalty), kl_BT);
+    rl::kl_penalty(old_BT, ref_BT, algorithm.kl_penalty, kl_BT);
     const double beta = kl_controller.value();
     const int64_t T = mask_BT.size(1);
     double current_kl = 0;

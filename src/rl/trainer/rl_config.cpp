@@ -73,10 +73,6 @@ void check_sampling(const std::string& prefix, double temperature, double top_p,
 
 void check_algorithm(const AlgorithmConfig& algorithm) {
   rekeyed("algorithm.adv_estimator", [&] { rl::find_advantage_estimator(algorithm.adv_estimator); });
-  rekeyed("algorithm.kl_penalty", [&] { rl::parse_kl_penalty(algorithm.kl_penalty); });
-  rekeyed("algorithm.kl_ctrl.type", [&] { rl::parse_kl_control_type(algorithm.kl_ctrl.type); });
-  if (algorithm.kl_ctrl.type == "adaptive" && !(algorithm.kl_ctrl.horizon > 0))
-    throw ConfigError("algorithm.kl_ctrl.horizon", fmt::format("must be positive, got {}", algorithm.kl_ctrl.horizon));
 }
 
 // ppo_mini_batch_size counts prompts; its micro-batches count responses (rollout.n per prompt).
@@ -117,7 +113,6 @@ void check_batch_sizes(const RlConfig& c) {
 void check_critic(const RlConfig& c) {
   const std::string at = "critic.";
   require_one_of(at + "strategy", c.critic.strategy, {"megatron"}, " (rlforge's TrainEngine; fsdp is not available)");
-  rekeyed(at + "loss_agg_mode", [&] { rl::parse_agg_mode(c.critic_loss_agg_mode()); });
   require_positive(at + "ppo_epochs", c.critic_ppo_epochs());
   require_positive(at + "ppo_max_token_len_per_gpu", c.critic.ppo_max_token_len_per_gpu);
   if (c.critic_use_dynamic_bsz() && c.critic.ppo_max_token_len_per_gpu < c.prompt_length() + c.response_length())
@@ -148,13 +143,8 @@ void check_critic(const RlConfig& c) {
 void check_actor(const ActorSection& actor) {
   const std::string at = "actor_rollout_ref.actor.";
   require_one_of(at + "strategy", actor.strategy, {"megatron"}, " (rlforge's TrainEngine; fsdp is not available)");
-  rekeyed(at + "policy_loss.loss_mode", [&] { rl::find_policy_loss(actor.policy_loss.loss_mode); });
-  rekeyed(at + "loss_agg_mode", [&] { rl::parse_agg_mode(actor.loss_agg_mode); });
-  rekeyed(at + "kl_loss_type", [&] { rl::parse_kl_penalty(actor.kl_loss_type); });
   require_positive(at + "ppo_epochs", actor.ppo_epochs);
   require_positive(at + "ppo_max_token_len_per_gpu", actor.ppo_max_token_len_per_gpu);
-  if (!(actor.clip_ratio_c > 1))
-    throw ConfigError(at + "clip_ratio_c", fmt::format("must be > 1 (the dual-clip bound), got {}", actor.clip_ratio_c));
 }
 
 void check_rollout(const RolloutSection& rollout) {
@@ -213,7 +203,6 @@ void check_data(const RlDataConfig& data, const RlTrainerConfig& trainer, bool r
   require_positive("data.max_prompt_length", data.max_prompt_length);
   require_positive("data.max_response_length", data.max_response_length);
   require_positive("data.val_size", data.val_size);
-  require_one_of("data.truncation", data.truncation, {"error", "left", "right", "middle"});
   rekeyed_under("data", [&] { data::check_data_source(data.task, data.task_kwargs, data.train_files, data.val_files); });
   if (!data.train_files) {
     reject_file_keys(data);
@@ -243,8 +232,7 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
   for (const std::string& name : trainer.logger)
     require_one_of("trainer.logger", name, {"console", "jsonl"}, " (wandb, tensorboard, ... are not available)");
   require_one_of("trainer.device", trainer.device, {"cpu"}, " (rlforge runs on the CPU)");
-  require_one_of("trainer.resume_mode", trainer.resume_mode, {"auto", "disable", "resume_path"});
-  if (trainer.resume_mode == "resume_path" &&
+  if (trainer.resume_mode == ResumeMode::resume_path &&
       (!trainer.resume_from_path || trainer.resume_from_path->find("global_step_") == std::string::npos))
     throw ConfigError("trainer.resume_from_path",
                       "resume_mode resume_path needs the path of a checkpoint folder, .../global_step_<k>");
@@ -278,7 +266,6 @@ void RlConfig::validate() const {
     throw ConfigError("actor_rollout_ref.hybrid_engine",
                       "false: expected true (rlforge places roles on ranks with actor_rollout_ref.<role>.device_mapping)");
   require_one_of("actor_rollout_ref.ref.strategy", actor_rollout_ref.ref.strategy, {"megatron"});
-  require_one_of("custom_reward_function.on_error", custom_reward_function.on_error, {"fail", "zero"});
   if (custom_reward_function.num_workers < 1)
     throw ConfigError("custom_reward_function.num_workers",
                       fmt::format("must be >= 1, got {}", custom_reward_function.num_workers));
@@ -303,9 +290,6 @@ void RlConfig::validate() const {
                                     "use_dynamic_bsz every sequence must fit one forward",
                                     reward_model.forward_max_token_len_per_gpu, rm_longest));
   }
-  require_one_of("reward_model.reward_manager", reward_model.reward_manager, {"naive", "dapo"},
-                 " (batch and prime: rlforge's Python reward pool already scores a batch in parallel with the "
-                 "per-sample function)");
   overlong_buffer();
   // With a reward model, the reward function scores validation only.
   check_data(data, trainer, !custom_reward_function.path && (!reward_model.enable || trainer.test_freq > 0));
@@ -318,7 +302,7 @@ rl::OverlongBufferConfig RlConfig::overlong_buffer() const {
   const std::string key = "reward_model.reward_kwargs";
   const bool has_kwargs = reward_model.reward_kwargs.IsDefined() && !reward_model.reward_kwargs.IsNull() &&
                           reward_model.reward_kwargs.size() > 0;
-  if (reward_model.reward_manager == "naive") {
+  if (reward_model.reward_manager == RewardManager::naive) {
     if (has_kwargs) throw ConfigError(key, "the naive reward manager takes no arguments (dapo takes overlong_buffer_cfg)");
     return {};
   }
@@ -374,8 +358,8 @@ uint64_t RlConfig::critic_data_loader_seed() const {
   return critic.data_loader_seed.value_or(actor_rollout_ref.actor.data_loader_seed);
 }
 
-std::string RlConfig::critic_loss_agg_mode() const {
-  return critic.loss_agg_mode.value_or(actor_rollout_ref.actor.loss_agg_mode);
+rl::AggMode RlConfig::critic_loss_agg_mode() const {
+  return critic.loss_agg_mode.value_or(actor_rollout_ref.actor.loss.loss_agg_mode);
 }
 
 }  // namespace rf::rl

@@ -14,17 +14,43 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/path_list.h"
 #include "core/error.h"
 #include "engine/engine_config.h"
 #include "optim/optim_config.h"
+#include "rl/actor_loss.h"
+#include "rl/agg_loss.h"
+#include "rl/kl_controller.h"
+#include "rl/kl_penalty.h"
 #include "rl/rewards/overlong_penalty.h"
+#include "rl/rewards/python_reward_pool.h"
 
 namespace rf::rl {
+
+// A prompt over max_prompt_length (data.truncation): refused, or cut keeping its end, its start or both ends.
+enum class Truncation : uint8_t { error, left, right, middle };
+constexpr std::array<std::pair<Truncation, std::string_view>, 4> enum_names(Truncation) {
+  return {{{Truncation::error, "error"}, {Truncation::left, "left"}, {Truncation::right, "right"}, {Truncation::middle, "middle"}}};
+}
+
+// trainer.resume_mode: the latest checkpoint of the run folder, none, or resume_from_path.
+enum class ResumeMode : uint8_t { automatic, disable, resume_path };
+constexpr std::array<std::pair<ResumeMode, std::string_view>, 3> enum_names(ResumeMode) {
+  return {{{ResumeMode::automatic, "auto"}, {ResumeMode::disable, "disable"}, {ResumeMode::resume_path, "resume_path"}}};
+}
+
+// reward_model.reward_manager: the score as given, or with DAPO's overlong penalty.
+enum class RewardManager : uint8_t { naive, dapo };
+constexpr std::array<std::pair<RewardManager, std::string_view>, 2> enum_names(RewardManager) {
+  return {{{RewardManager::naive, "naive"}, {RewardManager::dapo, "dapo"}}};
+}
 
 struct RlModelConfig {  // actor_rollout_ref.model
   std::optional<std::string> path;            // HF folder (config.json, safetensors, tokenizer.json)
@@ -40,23 +66,6 @@ struct RlModelConfig {  // actor_rollout_ref.model
   }
 };
 
-struct PolicyLossSection {  // actor_rollout_ref.actor.policy_loss
-  // Declared only so this is not an aggregate: GCC 12 at -O3 otherwise warns (-Wmaybe-uninitialized, a
-  // false positive) on loss_mode wherever a temporary RlConfig{} is destroyed.
-  PolicyLossSection() = default;
-
-  std::string loss_mode = "vanilla";
-  double kl_cov_ratio = 0.0002;
-  double ppo_kl_coef = 0.1;
-
-  template <class Fields>
-  void fields(Fields& f) {
-    f("loss_mode", loss_mode, "policy loss: vanilla, gspo, sapo, gpg, clip_cov, kl_cov, geo_mean, ...");
-    f("kl_cov_ratio", kl_cov_ratio, "kl_cov: fraction of tokens with the KL penalty");
-    f("ppo_kl_coef", ppo_kl_coef, "kl_cov: coefficient of the KL penalty");
-  }
-};
-
 struct ActorSection {  // actor_rollout_ref.actor
   std::string strategy = "megatron";
   YAML::Node device_mapping;  // role_placement.h
@@ -64,20 +73,8 @@ struct ActorSection {  // actor_rollout_ref.actor
   std::optional<int64_t> ppo_micro_batch_size_per_gpu;    // responses per micro-batch
   bool use_dynamic_bsz = false;
   int64_t ppo_max_token_len_per_gpu = 16384;
-  double clip_ratio = 0.2;
-  std::optional<double> clip_ratio_low = 0.2;
-  std::optional<double> clip_ratio_high = 0.2;
-  double clip_ratio_c = 3.0;
-  double tau_pos = 1.0;
-  double tau_neg = 1.05;
-  PolicyLossSection policy_loss;
-  std::string loss_agg_mode = "token-mean";
-  std::optional<double> loss_scale_factor;
-  double entropy_coeff = 0.0;
+  rl::ActorLossConfig loss;  // its keys spliced into this block, as verl keeps them (actor_loss.h)
   bool calculate_entropy = false;
-  bool use_kl_loss = false;
-  double kl_loss_coef = 0.001;
-  std::string kl_loss_type = "low_var_kl";
   int64_t ppo_epochs = 1;
   bool shuffle = false;
   uint64_t data_loader_seed = 42;
@@ -92,21 +89,8 @@ struct ActorSection {  // actor_rollout_ref.actor
       "responses per micro-batch (null: the whole mini-batch share in one)");
     f("use_dynamic_bsz", use_dynamic_bsz, "pack micro-batches by tokens up to ppo_max_token_len_per_gpu");
     f("ppo_max_token_len_per_gpu", ppo_max_token_len_per_gpu, "token budget of a micro-batch with use_dynamic_bsz");
-    f("clip_ratio", clip_ratio, "PPO clip ratio (when clip_ratio_low / high are null)");
-    f("clip_ratio_low", clip_ratio_low, "lower clip ratio");
-    f("clip_ratio_high", clip_ratio_high, "upper clip ratio");
-    f("clip_ratio_c", clip_ratio_c, "dual-clip constant (> 1)");
-    f("tau_pos", tau_pos, "sapo: temperature for positive advantages");
-    f("tau_neg", tau_neg, "sapo: temperature for negative advantages");
-    f("policy_loss", policy_loss, "policy loss mode and its parameters");
-    f("loss_agg_mode", loss_agg_mode, "token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm");
-    f("loss_scale_factor", loss_scale_factor,
-      "seq-mean-token-sum-norm divisor (null: data.max_response_length)");
-    f("entropy_coeff", entropy_coeff, "entropy bonus coefficient");
+    loss.fields(f);
     f("calculate_entropy", calculate_entropy, "compute the entropy in the update even when entropy_coeff is 0");
-    f("use_kl_loss", use_kl_loss, "KL to the reference policy as a loss term (GRPO)");
-    f("kl_loss_coef", kl_loss_coef, "coefficient of the KL loss");
-    f("kl_loss_type", kl_loss_type, "KL estimator of the loss: kl (k1), abs, mse (k2), low_var_kl (k3)");
     f("ppo_epochs", ppo_epochs, "passes over each step's batch");
     f("shuffle", shuffle, "shuffle the responses before cutting mini-batches, each epoch");
     f("data_loader_seed", data_loader_seed, "seed of the mini-batch shuffle");
@@ -115,6 +99,7 @@ struct ActorSection {  // actor_rollout_ref.actor
     f("device_mapping", device_mapping,
       "rlforge (ROLL's device_mapping): this role's world ranks, a list or 'list(range(a,b))' (null: every rank)");
   }
+  void validate() const { loss.validate(); }
 };
 
 struct RefSection {  // actor_rollout_ref.ref
@@ -280,7 +265,7 @@ struct CriticSection {  // critic: the value model of algorithm.adv_estimator ga
   std::optional<bool> shuffle;                          // null: the actor's
   std::optional<uint64_t> data_loader_seed;             // null: the actor's
   double cliprange_value = 0.5;
-  std::optional<std::string> loss_agg_mode;             // null: the actor's
+  std::optional<rl::AggMode> loss_agg_mode;             // null: the actor's
   engine::EngineConfig megatron;
 
   template <class Fields>
@@ -359,14 +344,15 @@ struct RewardModelSection {  // reward_model: a model's score replaces the rewar
   std::optional<int64_t> max_length;  // null: prompt + response length
   engine::EngineConfig megatron;
   YAML::Node device_mapping;  // role_placement.h
-  std::string reward_manager = "naive";
+  RewardManager reward_manager = RewardManager::naive;
   YAML::Node reward_kwargs;  // free-form, as verl's `+reward_model.reward_kwargs...` adds it: DapoRewardKwargs
 
   template <class Fields>
   void fields(Fields& f) {
     f("reward_manager", reward_manager,
       "naive (the score as the reward function or model gives it) or dapo (plus DAPO's overlong penalty, "
-      "configured by reward_kwargs)");
+      "configured by reward_kwargs); verl's batch and prime are not needed: rlforge's Python reward pool already "
+      "scores a batch in parallel with the per-sample function");
     f("reward_kwargs", reward_kwargs,
       "the reward manager's arguments: dapo's overlong_buffer_cfg {enable, len, penalty_factor, log} and "
       "max_resp_len (null: none)");
@@ -400,7 +386,7 @@ struct RlDataConfig {  // data
   int64_t max_response_length = 512;
   int64_t train_batch_size = 1024;
   int64_t val_size = 200;
-  std::string truncation = "error";
+  Truncation truncation = Truncation::error;
   bool filter_overlong_prompts = false;
   bool shuffle = true;
   std::optional<uint64_t> seed;
@@ -429,29 +415,14 @@ struct RlDataConfig {  // data
   std::string builtin_task() const { return task.value_or("arith"); }
 };
 
-struct KlCtrlConfig {  // algorithm.kl_ctrl
-  std::string type = "fixed";
-  double kl_coef = 0.001;
-  double horizon = 10000;
-  double target_kl = 0.1;
-
-  template <class Fields>
-  void fields(Fields& f) {
-    f("type", type, "fixed or adaptive");
-    f("kl_coef", kl_coef, "initial KL-in-reward coefficient");
-    f("horizon", horizon, "adaptive: horizon");
-    f("target_kl", target_kl, "adaptive: target KL");
-  }
-};
-
 struct AlgorithmConfig {  // algorithm
   double gamma = 1.0;
   double lam = 1.0;
   std::string adv_estimator = "gae";
   bool norm_adv_by_std_in_grpo = true;
   bool use_kl_in_reward = false;
-  std::string kl_penalty = "kl";
-  KlCtrlConfig kl_ctrl;
+  rl::KlPenalty kl_penalty = rl::KlPenalty::k1;
+  rl::KlControlConfig kl_ctrl;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -473,7 +444,7 @@ struct RlTrainerConfig {  // trainer
   int64_t nnodes = 1;
   int64_t n_gpus_per_node = 1;
   int64_t save_freq = -1;
-  std::string resume_mode = "auto";
+  ResumeMode resume_mode = ResumeMode::automatic;
   std::optional<std::string> resume_from_path;
   bool val_before_train = true;
   int64_t test_freq = -1;
@@ -542,7 +513,7 @@ struct CustomRewardFunctionSection {  // custom_reward_function: a user's verl-s
   YAML::Node reward_kwargs;  // a map of keyword arguments for the function (null: none)
   int64_t num_workers = 2;
   double timeout_s = 30;
-  std::string on_error = "fail";
+  rl::FailurePolicy on_error = rl::FailurePolicy::fail;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -596,7 +567,7 @@ struct RlConfig {
   int64_t critic_ppo_epochs() const;
   bool critic_shuffle() const;
   uint64_t critic_data_loader_seed() const;
-  std::string critic_loss_agg_mode() const;
+  rl::AggMode critic_loss_agg_mode() const;
   // reward_model.reward_manager dapo's overlong penalty (enable false otherwise).
   rl::OverlongBufferConfig overlong_buffer() const;
 };

@@ -19,13 +19,6 @@ namespace {
 constexpr uint64_t kRowOrderStream = 0x726c2d6f72646572;  // "rl-order": the Philox stream of epoch keys
 constexpr size_t kPromptPreviewChars = 40;
 
-Truncation parse_truncation(const std::string& name) {
-  if (name == "left") return Truncation::left;
-  if (name == "right") return Truncation::right;
-  if (name == "middle") return Truncation::middle;
-  return Truncation::error;  // RlConfig::validate allowed nothing else
-}
-
 // "<path>: line <k>", for messages.
 std::string row_name(const std::string& path, int64_t line) { return fmt::format("{}: line {}", path, line); }
 
@@ -98,7 +91,7 @@ PromptSource::PromptSource(const RlConfig& config, const trainer::RunTokenizer& 
       limit_key_(config.actor_rollout_ref.rollout.prompt_length ? "actor_rollout_ref.rollout.prompt_length"
                                                                 : "data.max_prompt_length"),
       max_prompt_length_(config.prompt_length()),
-      truncation_(parse_truncation(config.data.truncation)),
+      truncation_(config.data.truncation),
       filter_overlong_(config.data.filter_overlong_prompts),
       prompt_key_(config.data.prompt_key),
       reward_fn_key_(config.data.reward_fn_key) {

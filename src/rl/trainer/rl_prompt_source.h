@@ -48,9 +48,6 @@
 
 namespace rf::rl {
 
-// data.truncation: what a prompt longer than the limit becomes.
-enum class Truncation : uint8_t { error, left, right, middle };
-
 // One prompt and the columns its reward reads (verl's non-tensor batch keys).
 struct PromptRow {
   std::vector<int64_t> tokens;

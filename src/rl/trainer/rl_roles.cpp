@@ -21,23 +21,7 @@ namespace rf::rl {
 namespace {
 
 rl::ActorLossConfig actor_loss_config(const RlConfig& config) {
-  const ActorSection& a = config.actor_rollout_ref.actor;
-  rl::ActorLossConfig c;
-  c.loss_mode = a.policy_loss.loss_mode;
-  c.loss_agg_mode = rl::parse_agg_mode(a.loss_agg_mode);
-  c.policy_loss.clip_ratio = a.clip_ratio;
-  c.policy_loss.clip_ratio_low = a.clip_ratio_low;
-  c.policy_loss.clip_ratio_high = a.clip_ratio_high;
-  c.policy_loss.clip_ratio_c = a.clip_ratio_c;
-  c.policy_loss.tau_pos = a.tau_pos;
-  c.policy_loss.tau_neg = a.tau_neg;
-  c.policy_loss.kl_cov_ratio = a.policy_loss.kl_cov_ratio;
-  c.policy_loss.ppo_kl_coef = a.policy_loss.ppo_kl_coef;
-  c.entropy_coeff = a.entropy_coeff;
-  c.use_kl_loss = a.use_kl_loss;
-  c.kl_loss_coef = a.kl_loss_coef;
-  c.kl_loss_type = rl::parse_kl_penalty(a.kl_loss_type);
-  c.loss_scale_factor = a.loss_scale_factor;
+  rl::ActorLossConfig c = config.actor_rollout_ref.actor.loss;
   c.max_response_length = config.response_length();
   return c;
 }
@@ -74,7 +58,7 @@ dist::ParallelContext role_context(const engine::EngineConfig& layout, Role& rol
 }
 
 rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
-  return {.loss_agg_mode = rl::parse_agg_mode(config.critic_loss_agg_mode()),
+  return {.loss_agg_mode = config.critic_loss_agg_mode(),
           .cliprange_value = config.critic.cliprange_value,
           .max_response_length = config.response_length()};
 }
@@ -272,7 +256,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
       rollout_kernels_(kernels::run_kernel_config(true)),
       actor_loss_(actor_loss_config(config)),
       balance_batch_(config.trainer.balance_batch),
-      uses_ref_(config.actor_rollout_ref.actor.use_kl_loss || config.algorithm.use_kl_in_reward) {
+      uses_ref_(config.actor_rollout_ref.actor.loss.use_kl_loss || config.algorithm.use_kl_in_reward) {
   const ActorSection& a = config.actor_rollout_ref.actor;
   const RolloutSection& r = config.actor_rollout_ref.rollout;
   actor_batching_ = role_batching(a.ppo_mini_batch_size * r.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
@@ -408,10 +392,10 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
            });
   const ActorSection& a = config_.actor_rollout_ref.actor;
   rl::VerlBatchInfo info;
-  info.loss_scale_factor = a.loss_scale_factor ? *a.loss_scale_factor : double(config_.response_length());
+  info.loss_scale_factor = a.loss.loss_scale_factor.value_or(double(config_.response_length()));
   const Tensor entropy_BT = column_matrix(batch, &RlResponse::entropy);
   return {{"actor/entropy",
-           rl::agg_loss(entropy_BT, response_mask_matrix(batch), rl::parse_agg_mode(a.loss_agg_mode), info)}};
+           rl::agg_loss(entropy_BT, response_mask_matrix(batch), a.loss.loss_agg_mode, info)}};
 }
 
 void RlRoles::compute_ref(RlBatch& batch) {
@@ -489,7 +473,7 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
   if (actor_) {
     const ActorSection& a = config_.actor_rollout_ref.actor;
     const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.n;
-    const bool with_entropy = a.entropy_coeff != 0 || a.calculate_entropy;
+    const bool with_entropy = a.loss.entropy_coeff != 0 || a.calculate_entropy;
     const UpdatePass pass{*actor_,
                           actor_parallel_.dp(),
                           std::cref(actor_loss_),

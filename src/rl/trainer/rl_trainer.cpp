@@ -68,7 +68,7 @@ std::unique_ptr<rl::RewardFunction> make_reward_function(const RlConfig& config,
                                                                                     : nlohmann::json::object();
     python.num_workers = int(c.num_workers);
     python.timeout_s = c.timeout_s;
-    python.on_error = rl::parse_failure_policy(c.on_error);
+    python.on_error = c.on_error;
     return std::make_unique<rl::PythonRewardFunction>(std::move(python));
   }
   const bool validation_only = config.reward_model.enable;
@@ -263,8 +263,8 @@ Metrics mfu_metrics(const Metrics& timing, const RlBatch& batch, const RlBatch* 
 
 // The step to resume from, per trainer.resume_mode (spec §2.8).
 std::optional<int64_t> resume_step(const RlTrainerConfig& t, const std::string& run_dir) {
-  if (t.resume_mode == "disable") return std::nullopt;
-  if (t.resume_mode == "auto") return checkpoint::CheckpointReader::latest_step(run_dir);
+  if (t.resume_mode == ResumeMode::disable) return std::nullopt;
+  if (t.resume_mode == ResumeMode::automatic) return checkpoint::CheckpointReader::latest_step(run_dir);
   const std::string path = t.resume_from_path.value_or("");
   const size_t at = path.rfind("global_step_");
   if (at == std::string::npos)
@@ -303,15 +303,6 @@ model::HfModelFolder open_policy_folder(const RlConfig& config) {
                       "RL starts from a model: name an HF folder (an `rlforge sft` export's huggingface/ folder, "
                       "or a model of your own)");
   return model::HfModelFolder::open(*config.actor_rollout_ref.model.path);
-}
-
-rl::KlControlConfig kl_control_config(const AlgorithmConfig& algorithm) {
-  rl::KlControlConfig kl;
-  kl.type = rl::parse_kl_control_type(algorithm.kl_ctrl.type);
-  kl.kl_coef = algorithm.kl_ctrl.kl_coef;
-  kl.horizon = int64_t(algorithm.kl_ctrl.horizon);
-  kl.target_kl = algorithm.kl_ctrl.target_kl;
-  return kl;
 }
 
 // The console line: the score, the validation's core metric, what moves the policy, and the time.
@@ -358,7 +349,7 @@ struct RlTrainer::State {
                                 ? std::make_optional(model::HfModelFolder::open(*c.reward_model.model.path))
                                 : std::nullopt),
         cursor(prompts.start()),
-        kl_controller(kl_control_config(c.algorithm)),
+        kl_controller(c.algorithm.kl_ctrl),
         overlong(c.overlong_buffer()) {
     roles.load_initial_weights(*c.actor_rollout_ref.model.path);
     // The GEMM peak MFU divides by, measured where the metrics are written (~1.5 s per dtype).
@@ -434,7 +425,7 @@ int64_t RlTrainer::resume() {
     if (s.roles.in_critic()) s.roles.critic().load_checkpoint(reader, kCritic);
     const nlohmann::json state = reader.read_json("trainer", "state");
     s.cursor = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
-    rl::KlControlConfig kl = kl_control_config(s.config.algorithm);
+    rl::KlControlConfig kl = s.config.algorithm.kl_ctrl;
     kl.kl_coef = state.at("kl_coef").get<double>();
     s.kl_controller = rl::KlController(kl);
     start_step = *step;

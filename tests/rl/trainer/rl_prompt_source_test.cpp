@@ -117,20 +117,20 @@ TEST_F(PromptSourceTest, TruncationKeepsTheEndTheStartOrBothEnds) {
   std::vector<int64_t> full = {*arith_tokens().special_ids.bos};
   for (int64_t id : arith_tokens().tokenizer->encode(digits)) full.push_back(id);
   ASSERT_EQ(full.size(), 11u);
-  const auto long_prompt = [&](const std::string& mode) {
+  const auto long_prompt = [&](Truncation mode) {
     config_.data.truncation = mode;
     return PromptSource(config_, arith_tokens()).validation().at(1).tokens;
   };
-  EXPECT_EQ(long_prompt("left"), std::vector<int64_t>(full.end() - 6, full.end()));
-  EXPECT_EQ(long_prompt("right"), std::vector<int64_t>(full.begin(), full.begin() + 6));
+  EXPECT_EQ(long_prompt(Truncation::left), std::vector<int64_t>(full.end() - 6, full.end()));
+  EXPECT_EQ(long_prompt(Truncation::right), std::vector<int64_t>(full.begin(), full.begin() + 6));
   std::vector<int64_t> middle(full.begin(), full.begin() + 3);
   middle.insert(middle.end(), full.end() - 3, full.end());
-  EXPECT_EQ(long_prompt("middle"), middle);
+  EXPECT_EQ(long_prompt(Truncation::middle), middle);
   config_.data.max_prompt_length = 5;  // odd: verl keeps limit / 2 = 2 first and 3 last tokens
   middle.assign(full.begin(), full.begin() + 2);
   middle.insert(middle.end(), full.end() - 3, full.end());
-  EXPECT_EQ(long_prompt("middle"), middle);
-  config_.data.truncation = "error";
+  EXPECT_EQ(long_prompt(Truncation::middle), middle);
+  config_.data.truncation = Truncation::error;
   testing::expect_error_containing([&] { PromptSource(config_, arith_tokens()); },
                                    "long.jsonl: line 2: the prompt has 11 tokens, more than 5");
   config_.actor_rollout_ref.rollout.prompt_length = 4;  // the rollout's limit wins, and is named
@@ -144,7 +144,7 @@ TEST_F(PromptSourceTest, FilterOverlongPromptsDropsTheLongRowsOfEachFile) {
   config_.data.val_files = config_.data.train_files;
   config_.data.max_prompt_length = 4;  // bos + 3 digits
   config_.data.filter_overlong_prompts = true;
-  config_.data.truncation = "left";  // never reached: filtering looks at the full length first
+  config_.data.truncation = Truncation::left;  // never reached: filtering looks at the full length first
   const std::vector<PromptRow> kept = PromptSource(config_, arith_tokens()).validation();
   std::vector<std::string> texts;
   for (const PromptRow& p : kept)

@@ -10,7 +10,7 @@ model::ModelConfig tiny_model() { return engine_testing::tiny_config(model::Arch
 RlConfig grpo_config(std::optional<int64_t> log_prob_micro_batch) {
   RlConfig c;
   c.algorithm.adv_estimator = "grpo";
-  c.actor_rollout_ref.actor.use_kl_loss = false;
+  c.actor_rollout_ref.actor.loss.use_kl_loss = false;
   c.data.train_batch_size = 4;
   c.data.max_prompt_length = 4;
   c.data.max_response_length = 6;

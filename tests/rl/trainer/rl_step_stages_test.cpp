@@ -68,7 +68,7 @@ TEST(RlAdvantages, KlInRewardSubtractsBetaTimesTheKlAtEveryToken) {
   AlgorithmConfig algorithm;
   algorithm.adv_estimator = "grpo";
   algorithm.use_kl_in_reward = true;
-  algorithm.kl_penalty = "kl";  // k1: old - ref
+  algorithm.kl_penalty = rl::KlPenalty::k1;  // old - ref
   rl::KlControlConfig kl_config;
   kl_config.kl_coef = 0.1;
   rl::KlController kl(kl_config);
