@@ -6,8 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "trainer/metrics_log.h"
-#include "trainer/metrics_plot.h"
+#include "trainer/run_loop.h"
 #include "trainer/sft_parallel.h"
 #include "engine/parallel_setup.h"
 #include "trainer/run_tokenizer.h"
@@ -148,164 +147,197 @@ Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, co
   return {count ? correct / double(count) : 0.0, count};
 }
 
-}  // namespace
-
-SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world) {
-  const TrainerConfig& trainer = config.trainer;
-  const data::DataConfig& data_config = config.data;
-  // Every rank trains; rank 0 of the world alone writes the run folder, the metrics and the console.
-  const bool lead = world.rank() == 0;
-  const ThreadPool pool(trainer.num_threads);
-  const kernels::KernelRegistry kernels(kernels::run_kernel_config(false));
-  if (lead) {
-    core::log_info("{}", pool.describe());
-    core::log_info("{}", kernels.describe());
+// `rlforge sft` as run_loop's steps: every rank trains; world rank 0 alone writes the run folder, the metrics
+// and the console.
+class SftTrainer : public Trainable {
+ public:
+  SftTrainer(const SftConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world)
+      : config_(config),
+        data_(config.data),
+        world_(world),
+        lead_(world.rank() == 0),
+        pool_(config.trainer.num_threads),
+        kernels_(kernels::run_kernel_config(false)),
+        source_folder_(open_source_folder(config.model)),
+        tokens_(make_run_tokenizer(config.model, data_, source_folder_ ? &*source_folder_ : nullptr)),
+        source_(data_),
+        model_config_(source_folder_ ? source_folder_->config : make_model_config(config.model, tokens_)),
+        export_folder_(checked_export_folder(config.model, source_folder_, model_config_, tokens_)),
+        // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
+        capacity_(std::max<int64_t>(data_.micro_batch_size_per_gpu * data_.max_length, 4096)),
+        builder_(*tokens_.tokenizer, tokens_.special_ids,
+                 data::SftPackingConfig{data_.max_length, data_.micro_batch_size_per_gpu * data_.max_length}),
+        parallel_(engine::make_parallel_context(config.megatron, world)),
+        engine_(config.megatron, optim_config(config), model_config_, kernels_, parallel_, tracker_, capacity_),
+        cursor_{data_.seed, 0, 0},
+        peak_gflops_(kernels::measure_gemm_peak(engine_.compute_dtype()).best()) {
+    if (!lead_) return;
+    core::log_info("{}", pool_.describe());
+    core::log_info("{}", kernels_.describe());
+    prepare_run_folder(config.trainer.default_local_dir);
+    formats::write_file_atomically(config.trainer.default_local_dir + "/config.yaml", resolved_yaml);
+    core::log_info("model {} ({} parameters)", model_config_.describe(),
+                   model::ParamLayout::for_model(model_config_).num_parameters());
   }
 
-  const std::filesystem::path run_dir = trainer.default_local_dir;
-  if (lead) {
-    prepare_run_folder(trainer.default_local_dir);
-    formats::write_file_atomically((run_dir / "config.yaml").string(), resolved_yaml);
+  int64_t resume() override {
+    const TrainerConfig& trainer = config_.trainer;
+    const std::optional<int64_t> latest =
+        trainer.resume_mode == "auto" ? checkpoint::CheckpointReader::latest_step(trainer.default_local_dir) : std::nullopt;
+    if (latest) {
+      const checkpoint::CheckpointReader reader(trainer.default_local_dir, *latest);
+      engine_.load_checkpoint(reader, kComponent);
+      const nlohmann::json state = reader.read_json("trainer", "state");
+      cursor_ = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
+      core::log_info("resumed from {}/global_step_{}", trainer.default_local_dir, *latest);
+      return *latest;
+    }
+    if (config_.model.path)
+      engine_.load_hf_weights(*config_.model.path);
+    else
+      engine_.init_random_weights(config_.megatron.seed);
+    return 0;
   }
 
-  std::optional<model::HfModelFolder> source_folder;
-  if (config.model.path) {
-    source_folder = model::HfModelFolder::open(*config.model.path);
-    if (config.model.config.IsDefined() && !config.model.config.IsNull())
-      core::log_warning("model.config is ignored: model.path {} gives the model's config.json", *config.model.path);
-  }
-  const RunTokenizer tokens = make_run_tokenizer(config.model, data_config, source_folder ? &*source_folder : nullptr);
-  const ExampleSource source(data_config);
-  const model::ModelConfig model_config =
-      source_folder ? source_folder->config : make_model_config(config.model, tokens);
-  check_tokenizer_fits(tokens, config.model, model_config);
-  const model::HfModelFolder export_folder = make_export_folder(source_folder, model_config, tokens);
-  if (lead)
-    core::log_info("model {} ({} parameters)", model_config.describe(),
-                   model::ParamLayout::for_model(model_config).num_parameters());
-
-  const int64_t tokens_per_micro_batch = data_config.micro_batch_size_per_gpu * data_config.max_length;
-  // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
-  const int64_t capacity = std::max<int64_t>(tokens_per_micro_batch, 4096);
-  const data::SftBatchBuilder builder(*tokens.tokenizer, tokens.special_ids,
-                                      data::SftPackingConfig{data_config.max_length, tokens_per_micro_batch});
-
-  optim::OptimConfig optim_config = config.optim;
-  optim_config.total_training_steps = trainer.total_training_steps;
-  dist::ParallelContext parallel = engine::make_parallel_context(config.megatron, world);
-  MemoryTracker tracker;
-  engine::TrainEngine engine(config.megatron, optim_config, model_config, kernels, parallel, tracker, capacity);
-
-  data::DataCursor cursor{data_config.seed, 0, 0};
-  int64_t start_step = 0;
-  const std::optional<int64_t> latest =
-      trainer.resume_mode == "auto" ? checkpoint::CheckpointReader::latest_step(trainer.default_local_dir) : std::nullopt;
-  if (latest) {
-    const checkpoint::CheckpointReader reader(trainer.default_local_dir, *latest);
-    engine.load_checkpoint(reader, kComponent);
-    const nlohmann::json state = reader.read_json("trainer", "state");
-    cursor = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
-    start_step = *latest;
-    core::log_info("resumed from {}/global_step_{}", trainer.default_local_dir, *latest);
-  } else if (config.model.path) {
-    engine.load_hf_weights(*config.model.path);
-  } else {
-    engine.init_random_weights(config.megatron.seed);
-  }
-
-  const bool console = std::find(trainer.logger.begin(), trainer.logger.end(), "console") != trainer.logger.end();
-  const bool jsonl = std::find(trainer.logger.begin(), trainer.logger.end(), "jsonl") != trainer.logger.end();
-  MetricsLog metrics(jsonl && lead ? (run_dir / "metrics.jsonl").string() : std::string(), start_step);
-  const std::string task_name = source.name();
-  const double peak_gflops = kernels::measure_gemm_peak(engine.compute_dtype()).best();
-
-  SftSummary summary;
-  summary.final_step = start_step;
-  Stopwatch run_clock;
-  int64_t tokens_run = 0;
-  for (int64_t step = start_step + 1; step <= trainer.total_training_steps; ++step) {
+  Metrics step(int64_t /*step*/) override {
     Stopwatch step_clock;
     std::vector<engine::TensorMap> micro_batches;
     double flops = 0;
     std::vector<data::Example> global_batch;
-    for (int64_t i = 0; i < data_config.train_batch_size; ++i) global_batch.push_back(source.next_train(cursor));
-    const std::vector<data::Example> share = dp_share(std::move(global_batch), parallel.dp());
-    for (size_t first = 0; first < share.size(); first += size_t(data_config.micro_batch_size_per_gpu)) {
-      const size_t last = std::min(share.size(), first + size_t(data_config.micro_batch_size_per_gpu));
+    for (int64_t i = 0; i < data_.train_batch_size; ++i) global_batch.push_back(source_.next_train(cursor_));
+    const std::vector<data::Example> share = dp_share(std::move(global_batch), parallel_.dp());
+    for (size_t first = 0; first < share.size(); first += size_t(data_.micro_batch_size_per_gpu)) {
+      const size_t last = std::min(share.size(), first + size_t(data_.micro_batch_size_per_gpu));
       const std::vector<data::Example> examples(share.begin() + int64_t(first), share.begin() + int64_t(last));
-      for (data::SftMicroBatch& mb : builder.build(examples)) {
-        flops += train_flops(model_config, mb.cu_seqlens);
+      for (data::SftMicroBatch& mb : builder_.build(examples)) {
+        flops += train_flops(model_config_, mb.cu_seqlens);
         micro_batches.push_back(engine::make_micro_batch(std::move(mb.tokens_N), std::move(mb.positions_N),
                                                          std::move(mb.targets_N), std::move(mb.cu_seqlens)));
       }
     }
-    const engine::ForwardBackwardResult fb = engine.forward_backward(micro_batches, token_mean_nll, engine::ForwardOnly::no);
-    const double lr = engine.lr();
-    const double grad_norm = engine.optimizer_step();
-    engine.lr_step();
+    const engine::ForwardBackwardResult fb = engine_.forward_backward(micro_batches, token_mean_nll, engine::ForwardOnly::no);
+    const double lr = engine_.lr();
+    const double grad_norm = engine_.optimizer_step();
+    engine_.lr_step();
     const double seconds = step_clock.seconds();
     // Each DP rank ran its share of the batch (its TP ranks the same share): sum over DP.
-    const int64_t step_tokens = int64_t(parallel.dp().all_reduce_scalar(double(fb.num_tokens), dist::ReduceOp::sum));
-    flops = parallel.dp().all_reduce_scalar(flops, dist::ReduceOp::sum);
-    tokens_run += step_tokens;
-
-    nlohmann::json row = {{"step", step},
-                          {"train/loss", fb.loss},
-                          {"train/grad_norm", grad_norm},
-                          {"train/lr", lr},
-                          {"perf/tokens", step_tokens},
-                          {"perf/throughput", double(step_tokens) / seconds},
-                          {"perf/mfu", flops / seconds / (peak_gflops * 1e9 * double(world.size()))},
-                          {"timing_s/step", seconds}};
-    for (int t = 0; t < kNumMemoryTiers; ++t) {
-      const auto tier = MemoryTier(t);
-      if (tracker.peak(tier) == 0) continue;
-      row[fmt::format("perf/max_memory_{}_bytes", memory_tier_name(tier))] = tracker.peak(tier);
-      for (int c = 0; c < kNumMemoryCategories; ++c) {
-        const auto category = MemoryCategory(c);
-        if (tracker.peak(tier, category) > 0)
-          row[fmt::format("perf/max_memory_{}_{}_bytes", memory_tier_name(tier), memory_category_name(category))] =
-              tracker.peak(tier, category);
-      }
-    }
-    bool last = step == trainer.total_training_steps;
-    if (last || (trainer.test_freq > 0 && step % trainer.test_freq == 0)) {
-      Stopwatch eval_clock;
-      const Evaluation eval = evaluate(engine, source, tokens, builder, data_config, capacity);
-      row[fmt::format("val-core/{}/acc/mean@1", task_name)] = eval.accuracy;
-      row["timing_s/testing"] = eval_clock.seconds();
-      summary.val_accuracy = eval.accuracy;
-      if (trainer.stop_at_val_acc && eval.accuracy >= *trainer.stop_at_val_acc) {
-        if (lead) core::log_info("trainer.stop_at_val_acc {} reached at step {}", *trainer.stop_at_val_acc, step);
-        last = true;
-      }
-    }
-    if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0)) {
-      // Every rank writes its part of the step (train_engine.h); rank 0 the trainer's state.
-      checkpoint::CheckpointWriter writer(trainer.default_local_dir, step, world);
-      engine.save_checkpoint(writer, kComponent);
-      engine::add_hf_export(writer, export_folder, engine.master_weights(), parallel);
-      if (lead)
-        writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor.to_json()}});
-      writer.commit();
-    }
-    metrics.write(row, console && lead);
-    summary.final_loss = fb.loss;
-    summary.final_step = step;
-    ++summary.steps_run;
-    if (last) break;
+    const int64_t step_tokens = int64_t(parallel_.dp().all_reduce_scalar(double(fb.num_tokens), dist::ReduceOp::sum));
+    flops = parallel_.dp().all_reduce_scalar(flops, dist::ReduceOp::sum);
+    tokens_run_ += step_tokens;
+    train_seconds_ += seconds;
+    final_loss_ = fb.loss;
+    return {{"train/loss", fb.loss},
+            {"train/grad_norm", grad_norm},
+            {"train/lr", lr},
+            {"perf/tokens", double(step_tokens)},
+            {"perf/throughput", double(step_tokens) / seconds},
+            {"perf/mfu", flops / seconds / (peak_gflops_ * 1e9 * double(world_.size()))}};
   }
-  summary.train_seconds = run_clock.seconds();
-  summary.tokens_per_second = summary.train_seconds > 0 ? double(tokens_run) / summary.train_seconds : 0;
+
+  Validation validate(int64_t step) override {
+    const Evaluation eval = evaluate(engine_, source_, tokens_, builder_, data_, capacity_);
+    const std::optional<double> target = config_.trainer.stop_at_val_acc;
+    const bool reached = target && eval.accuracy >= *target;
+    if (reached && lead_) core::log_info("trainer.stop_at_val_acc {} reached at step {}", *target, step);
+    return {.metrics = {{fmt::format("val-core/{}/acc/mean@1", source_.name()), eval.accuracy}},
+            .score = eval.accuracy,
+            .stop = reached};
+  }
+
+  void save_checkpoint(int64_t step) override {
+    // Every rank writes its part of the step (train_engine.h); rank 0 the trainer's state.
+    checkpoint::CheckpointWriter writer(config_.trainer.default_local_dir, step, world_);
+    engine_.save_checkpoint(writer, kComponent);
+    engine::add_hf_export(writer, export_folder_, engine_.master_weights(), parallel_);
+    if (lead_)
+      writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor_.to_json()}});
+    writer.commit();
+  }
+
+  std::string task_name() const { return source_.name(); }
+  const MemoryTracker& tracker() const { return tracker_; }
+  double final_loss() const { return final_loss_; }
+  // Tokens per second of the training steps alone (validation and checkpoints not counted).
+  double tokens_per_second() const { return train_seconds_ > 0 ? double(tokens_run_) / train_seconds_ : 0; }
+
+ private:
+  static std::optional<model::HfModelFolder> open_source_folder(const ModelSection& model) {
+    if (!model.path) return std::nullopt;
+    if (model.config.IsDefined() && !model.config.IsNull())
+      core::log_warning("model.config is ignored: model.path {} gives the model's config.json", *model.path);
+    return model::HfModelFolder::open(*model.path);
+  }
+  // The export folder, once the tokenizer is known to fit the model.
+  static model::HfModelFolder checked_export_folder(const ModelSection& model,
+                                                    const std::optional<model::HfModelFolder>& source,
+                                                    const model::ModelConfig& config, const RunTokenizer& tokens) {
+    check_tokenizer_fits(tokens, model, config);
+    return make_export_folder(source, config, tokens);
+  }
+  static optim::OptimConfig optim_config(const SftConfig& config) {
+    optim::OptimConfig optim = config.optim;
+    optim.total_training_steps = config.trainer.total_training_steps;
+    return optim;
+  }
+
+  const SftConfig& config_;
+  const data::DataConfig& data_;
+  dist::ProcessGroup& world_;
+  const bool lead_;
+  const ThreadPool pool_;
+  const kernels::KernelRegistry kernels_;
+  const std::optional<model::HfModelFolder> source_folder_;
+  const RunTokenizer tokens_;
+  const ExampleSource source_;
+  const model::ModelConfig model_config_;
+  const model::HfModelFolder export_folder_;
+  const int64_t capacity_;
+  const data::SftBatchBuilder builder_;
+  dist::ParallelContext parallel_;
+  MemoryTracker tracker_;
+  engine::TrainEngine engine_;
+  data::DataCursor cursor_;
+  const double peak_gflops_;
+  int64_t tokens_run_ = 0;
+  double train_seconds_ = 0, final_loss_ = 0;
+};
+
+}  // namespace
+
+SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world) {
+  const TrainerConfig& trainer = config.trainer;
+  SftTrainer sft(config, resolved_yaml, world);
+  const bool lead = world.rank() == 0;
+  const auto has_logger = [&](const char* name) {
+    return std::find(trainer.logger.begin(), trainer.logger.end(), name) != trainer.logger.end();
+  };
+  const LoopSchedule schedule{.total_steps = trainer.total_training_steps,
+                              .test_freq = trainer.test_freq,
+                              .save_freq = trainer.save_freq,
+                              .validate_before_training = false,
+                              .validate_at_end = true,
+                              .time_budget_s = std::nullopt};
+  const LoopOutput output{.run_dir = trainer.default_local_dir,
+                          .console = has_logger("console"),
+                          .jsonl = has_logger("jsonl"),
+                          .lead = lead,
+                          .console_keys = {},
+                          .plot = {{"training loss", {"train/loss"}}, {"validation", {"val-core/"}}}};
+  const LoopSummary loop = run_loop(sft, schedule, output, sft.tracker());
+  const SftSummary summary{.steps_run = loop.steps_run,
+                           .final_step = loop.final_step,
+                           .final_loss = sft.final_loss(),
+                           .val_accuracy = loop.final_score,
+                           .train_seconds = loop.seconds,
+                           .tokens_per_second = sft.tokens_per_second()};
   if (!lead) return summary;
-  if (jsonl) write_metrics_plot((run_dir / "metrics.jsonl").string(), (run_dir / "metrics.svg").string(),
-                                {{"training loss", {"train/loss"}}, {"validation", {"val-core/"}}});
   std::printf("\nsft done: %lld steps (to step %lld) in %.1f s, %.0f tokens/s; final loss %.4f; "
               "val-core/%s/acc/mean@1 %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,
-              summary.tokens_per_second, summary.final_loss, task_name.c_str(), summary.val_accuracy);
-  std::printf("memory %s\n", tracker.summary().c_str());
-  if (jsonl) std::printf("metrics: %s (plot: %s)\n", (run_dir / "metrics.jsonl").c_str(), (run_dir / "metrics.svg").c_str());
+              summary.tokens_per_second, summary.final_loss, sft.task_name().c_str(), summary.val_accuracy);
+  std::printf("memory %s\n", sft.tracker().summary().c_str());
+  if (output.jsonl)
+    std::printf("metrics: %s/metrics.jsonl (plot: %s/metrics.svg)\n", output.run_dir.c_str(), output.run_dir.c_str());
   return summary;
 }
 

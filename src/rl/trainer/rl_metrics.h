@@ -13,10 +13,11 @@
 #include <string>
 
 #include "rl/trainer/rl_batch.h"
+#include "trainer/run_loop.h"
 
 namespace rf::rl {
 
-using Metrics = std::map<std::string, double>;
+using Metrics = trainer::Metrics;
 
 Metrics data_metrics(const RlBatch& batch, int64_t max_prompt_length, int64_t max_response_length);
 // Needs rollout_log_probs and old_log_probs on every response.

@@ -195,14 +195,6 @@ Validation run_validation(RunContext& run, int64_t step) {
   return v;
 }
 
-void add_memory_metrics(nlohmann::json& row, const MemoryTracker& tracker) {
-  for (int t = 0; t < kNumMemoryTiers; ++t) {
-    const auto tier = MemoryTier(t);
-    if (tracker.peak(tier) > 0)
-      row[fmt::format("perf/max_memory_{}_bytes", memory_tier_name(tier))] = tracker.peak(tier);
-  }
-}
-
 // What MFU needs besides the step's timings: each model's config, the roles' rank counts and the
 // measured GEMM peak of the actor's and the rollout's compute dtypes (world rank 0 only, which logs).
 struct MfuInputs {
@@ -556,76 +548,44 @@ void RlTrainer::save_checkpoint(int64_t step) {
   if (s.lead) prune_checkpoints(s.run_dir, checkpoints_to_keep(s.config));
 }
 
+void RlTrainer::finish_step(Metrics& m, int64_t step, double seconds) {
+  m["perf/time_per_step"] = seconds;
+  m["perf/throughput"] = m["perf/total_num_tokens"] / seconds / double(s_->world.size());
+  m["training/global_step"] = double(step);
+}
+
 RlSummary RlTrainer::fit() {
   State& s = *s_;
   const RlTrainerConfig& trainer = s.config.trainer;
-  const int64_t start_step = resume();
-  const int64_t total_steps = *trainer.total_training_steps;
-  const bool console = has_logger(trainer, "console") && s.lead;
-  const bool jsonl = has_logger(trainer, "jsonl");
-  const std::string metrics_path = s.run_dir + "/metrics.jsonl";
-  trainer::MetricsLog metrics_log(jsonl && s.lead ? metrics_path : std::string(), start_step,
-                         console_keys(s.config, s.prompts, s.roles.has_critic()));
-  RlSummary summary;
-  summary.final_step = start_step;
-  if (trainer.val_before_train && start_step == 0 && trainer.test_freq > 0) {
-    const Validation v = validate(0);
-    summary.first_val_score = v.score;
-    nlohmann::json row = {{"step", 0}};
-    for (const auto& [k, value] : v.metrics) row[k] = value;
-    metrics_log.write(row, console);
-  }
-  Stopwatch run_clock;
-  for (int64_t step = start_step + 1; step <= total_steps; ++step) {
-    Stopwatch step_clock;
-    Metrics m = this->step(step);
-    const auto timed = [&](const std::string& stage, const auto& fn) {
-      Stopwatch clock;
-      fn();
-      m["timing_s/" + stage] = clock.seconds();
-    };
-    const bool out_of_time = trainer.time_budget_s && run_clock.seconds() >= *trainer.time_budget_s;
-    const bool last = step == total_steps || out_of_time;
-    if (trainer.test_freq > 0 && (last || step % trainer.test_freq == 0))
-      timed("testing", [&] {
-        const Validation v = validate(step);
-        m.insert(v.metrics.begin(), v.metrics.end());
-        summary.final_val_score = v.score;
-        if (summary.first_val_score < 0) summary.first_val_score = v.score;
-      });
-    if (trainer.save_freq > 0 && (last || step % trainer.save_freq == 0))
-      timed("save_checkpoint", [&] { save_checkpoint(step); });
-    // verl's throughput: the step's tokens over its whole time (validation and checkpoint included), per rank.
-    const double seconds = step_clock.seconds();
-    m["timing_s/step"] = seconds;
-    m["perf/time_per_step"] = seconds;
-    m["perf/throughput"] = m["perf/total_num_tokens"] / seconds / double(s.world.size());
-    m["training/global_step"] = double(step);
-    nlohmann::json row = {{"step", step}};
-    for (const auto& [k, value] : m) row[k] = value;
-    add_memory_metrics(row, s.tracker);
-    metrics_log.write(row, console);
-    summary.final_step = step;
-    ++summary.steps_run;
-    if (out_of_time) {
-      if (s.lead) core::log_info("trainer.time_budget_s {} reached after step {}", *trainer.time_budget_s, step);
-      break;
-    }
-  }
-  summary.train_seconds = run_clock.seconds();
+  const trainer::LoopSchedule schedule{.total_steps = *trainer.total_training_steps,
+                                       .test_freq = trainer.test_freq,
+                                       .save_freq = trainer.save_freq,
+                                       .validate_before_training = trainer.val_before_train,
+                                       .validate_at_end = false,
+                                       .time_budget_s = trainer.time_budget_s};
+  const trainer::LoopOutput output{
+      .run_dir = s.run_dir,
+      .console = has_logger(trainer, "console"),
+      .jsonl = has_logger(trainer, "jsonl"),
+      .lead = s.lead,
+      .console_keys = console_keys(s.config, s.prompts, s.roles.has_critic()),
+      .plot = {{"score", {"critic/score/mean", "val-core/"}},
+               {"KL", {"actor/kl_loss", "actor/ppo_kl", "actor/reward_kl_penalty"}},
+               {"entropy", {"actor/entropy"}},
+               {"critic", {"critic/vf_explained_var"}},  // a panel only with a critic
+               {"response length", {"response_length/mean"}}}};
+  const trainer::LoopSummary loop = trainer::run_loop(*this, schedule, output, s.tracker);
+  const RlSummary summary{.steps_run = loop.steps_run,
+                          .final_step = loop.final_step,
+                          .first_val_score = loop.first_score,
+                          .final_val_score = loop.final_score,
+                          .train_seconds = loop.seconds};
   if (!s.lead) return summary;
-  if (jsonl)
-    trainer::write_metrics_plot(metrics_path, s.run_dir + "/metrics.svg",
-                       {{"score", {"critic/score/mean", "val-core/"}},
-                        {"KL", {"actor/kl_loss", "actor/ppo_kl", "actor/reward_kl_penalty"}},
-                        {"entropy", {"actor/entropy"}},
-                        {"critic", {"critic/vf_explained_var"}},  // a panel only with a critic
-                        {"response length", {"response_length/mean"}}});
   std::printf("\ntrain done: %lld steps (to step %lld) in %.1f s; validation score %.3f -> %.3f\n",
               (long long)summary.steps_run, (long long)summary.final_step, summary.train_seconds,
               summary.first_val_score, summary.final_val_score);
   std::printf("memory %s\n", s.tracker.summary().c_str());
-  if (jsonl) std::printf("metrics: %s (plot: %s/metrics.svg)\n", metrics_path.c_str(), s.run_dir.c_str());
+  if (output.jsonl) std::printf("metrics: %s/metrics.jsonl (plot: %s/metrics.svg)\n", s.run_dir.c_str(), s.run_dir.c_str());
   return summary;
 }
 

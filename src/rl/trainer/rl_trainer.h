@@ -10,6 +10,7 @@
 #include "rl/trainer/rl_config.h"
 #include "rl/trainer/rl_metrics.h"
 #include "dist/process_group.h"
+#include "trainer/run_loop.h"
 
 namespace rf::rl {
 
@@ -21,31 +22,32 @@ struct RlSummary {
   double train_seconds = 0;
 };
 
-struct Validation {
-  Metrics metrics;  // val-core/<data_source>/{acc,reward}/mean@n, val-aux/...
-  // The mean over data sources of their core variable: acc when the scorer returns it, else the reward.
-  double score = 0;
-};
+// A validation's metrics are val-core/<data_source>/{acc,reward}/mean@n, val-aux/...; its score is the mean over
+// data sources of their core variable: acc when the scorer returns it, else the reward.
+using trainer::Validation;
 
-// One RL run. Every method is collective over the world.
-class RlTrainer {
+// One RL run: the steps of trainer::run_loop. Every method is collective over the world.
+class RlTrainer : public trainer::Trainable {
  public:
   // The thread pool, tokenizer, prompts and reward, the run folder with `resolved_yaml` (the config after
   // overrides), the roles on their ranks with the initial weights, and the GEMM peak MFU divides by.
   RlTrainer(const RlConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world);
-  ~RlTrainer();
+  ~RlTrainer() override;
 
   // Loads the checkpoint trainer.resume_mode names, if any, and syncs the rollout; returns the step the run
   // continues after (0: a fresh run).
-  int64_t resume();
+  int64_t resume() override;
   // One training step, verl's stages in order, each timed (timing_s/<stage>); validation and checkpoints
   // are fit()'s, which knows which steps take them.
-  Metrics step(int64_t step);
+  Metrics step(int64_t step) override;
   // Generation on the validation prompts with rollout.val_kwargs, scored; `step` names the dumps.
-  Validation validate(int64_t step);
-  void save_checkpoint(int64_t step);
-  // resume(), validation before training, the steps to trainer.total_training_steps (or the time budget)
-  // with their validations and checkpoints, metrics.jsonl and its plot, and the summary.
+  Validation validate(int64_t step) override;
+  void save_checkpoint(int64_t step) override;
+  // perf/time_per_step, perf/throughput (the step's tokens over its whole time, per rank) and
+  // training/global_step, as verl logs them.
+  void finish_step(Metrics& metrics, int64_t step, double seconds) override;
+  // run_loop over trainer.total_training_steps (or the time budget) with validation before training, then
+  // the summary printed.
   RlSummary fit();
 
  private:
