@@ -1,7 +1,10 @@
 #include "rl_roles_fixture.h"
 
-#include "rl/trainer/rl_roles.h"
+#include <algorithm>
+
+#include "core/philox.h"
 #include "engine/engine_fixture.h"
+#include "model/hf_folder.h"
 
 namespace rf::rl::testing {
 
@@ -17,6 +20,9 @@ RlConfig grpo_config(std::optional<int64_t> log_prob_micro_batch) {
   c.actor_rollout_ref.actor.ppo_mini_batch_size = 4;
   c.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu = 8;
   c.actor_rollout_ref.actor.megatron.dtype = "float32";
+  c.actor_rollout_ref.ref.megatron.dtype = "float32";
+  c.critic.megatron.dtype = "float32";
+  c.reward_model.megatron.dtype = "float32";
   c.actor_rollout_ref.rollout.n = 2;
   c.actor_rollout_ref.rollout.dtype = "float32";
   c.actor_rollout_ref.rollout.kv_cache_bytes = 1 << 20;
@@ -46,6 +52,34 @@ RlBatch old_log_probs(dist::ProcessGroup& group, std::optional<int64_t> log_prob
   RlBatch batch = eight_responses();
   roles.compute_log_prob(batch);
   return batch;
+}
+
+std::vector<RlPrompt> four_prompts() {
+  return {{{1, 5, 7}, "a"}, {{1, 9}, "b"}, {{1, 3, 3, 8}, "c"}, {{1, 12, 6}, "d"}};
+}
+
+engine::rollout::RolloutSamplingParams sampling(const RlConfig& config, uint64_t seed) {
+  return train_sampling(config.actor_rollout_ref.rollout, config.response_length(), seed);
+}
+
+model::ModelConfig write_tiny_folder(const std::string& dir, model::HeadKind head, uint64_t seed) {
+  model::ModelConfig config = engine_testing::tiny_config(model::Arch::qwen3, head);
+  config.num_labels = 1;
+  const model::HfModelFolder folder = model::HfModelFolder::for_config(config, DType::f32);
+  model::ParamStore params(model::ParamLayout::for_model(folder.config), DType::f32);
+  fill_uniform(params.flat(), Philox(seed, 0), -0.3, 0.3);
+  for (const model::ParamEntry& e : params.layout().entries())
+    if (e.name.ends_with("norm.weight")) {
+      const TensorView w = params.get(e.name);
+      std::fill_n(w.data<float>(), w.numel(), 1.0f);
+    }
+  model::write_hf_folder(dir, folder, params);
+  return folder.config;
+}
+
+std::vector<float> weight_values(const model::ParamStore& params) {
+  const TensorView flat = params.flat();
+  return {flat.data<float>(), flat.data<float>() + flat.numel()};
 }
 
 }  // namespace rf::rl::testing
