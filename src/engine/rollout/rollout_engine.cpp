@@ -59,6 +59,7 @@ RolloutEngine::RolloutEngine(const model::ModelConfig& config, DType dtype, cons
   } else {
     own_weights_.emplace(std::move(layout), dtype, TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params});
     std::fill_n(static_cast<char*>(own_weights_->flat().raw()), own_weights_->flat().numel() * int64_t(dtype_size(dtype)), 0);
+    own_weights_offload_.add(own_weights_->storage());
     weights_ = &*own_weights_;
   }
   model_ = std::make_unique<model::CausalLm>(config_, *weights_, nullptr, kernels, parallel, &tracker);
@@ -68,9 +69,15 @@ RolloutEngine::RolloutEngine(const model::ModelConfig& config, DType dtype, cons
 
 void RolloutEngine::update_weights(const std::string& hf_name, TensorView full) {
   RF_CHECK(own_weights_, "rollout: update_weights on an engine that reads shared weights in place ({})", hf_name);
+  own_weights_offload_.onload();
   const model::ParamEntry& e = own_weights_->layout().entry(hf_name);
   check_shape(full, e.hf_shape, hf_name.c_str());
   copy_convert(e.hf_part(full), e.local_part(own_weights_->get(hf_name)));
+}
+
+void RolloutEngine::drop_weights() {
+  RF_CHECK(own_weights_, "rollout: drop_weights on an engine that reads shared weights in place");
+  own_weights_offload_.offload(OffloadContents::discard);
 }
 
 void RolloutEngine::update_weights(const model::ParamStore& full) {
@@ -114,6 +121,7 @@ TensorView RolloutEngine::run_step(const std::vector<ScheduledChunk>& chunks) {
 std::vector<RolloutSample> RolloutEngine::generate(const std::vector<RolloutRequest>& requests,
                                                    const RolloutSamplingParams& params,
                                                    std::span<const int64_t> eos_ids, int64_t num_candidates) {
+  RF_CHECK(!weights_dropped(), "rollout: generate on dropped weights (no weight sync since drop_weights)");
   params.validate();
   std::vector<int64_t> stop_ids = params.stop_token_ids;
   if (!params.ignore_eos) stop_ids.insert(stop_ids.end(), eos_ids.begin(), eos_ids.end());

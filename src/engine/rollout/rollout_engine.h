@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/offload.h"
 #include "engine/rollout/kv_block_manager.h"
 #include "engine/rollout/rollout_request.h"
 #include "engine/rollout/rollout_scheduler.h"
@@ -49,7 +50,8 @@ class RolloutEngine {
                 const model::ParamStore* shared_weights = nullptr);
 
   // One weight by HF name, whole (any floating dtype): this rank keeps its TP shard (the hybrid
-  // engine's resharding from the trainer's layout into this one). Not with shared weights.
+  // engine's resharding from the trainer's layout into this one). Not with shared weights. Dropped weights
+  // come back first (as zeros: a sync rewrites every weight).
   void update_weights(const std::string& hf_name, TensorView full);
   // Every weight of a whole (TP 1) store laid out for this model.
   void update_weights(const model::ParamStore& full);
@@ -63,6 +65,10 @@ class RolloutEngine {
   // Colocation with training: frees the KV cache; resume() re-allocates it (empty).
   void release() { kv_.release(); }
   void resume() { kv_.resume(); }
+  // Colocation with training, for an engine with its own weight copy: gives its device pages back, keeping
+  // nothing (the next sync rewrites every weight: update_weights). generate refuses dropped weights.
+  void drop_weights();
+  bool weights_dropped() const { return own_weights_offload_.offloaded(); }
 
   const SchedulerStats& last_stats() const { return stats_; }
   const KvBlockManager& kv_cache() const { return kv_; }
@@ -77,6 +83,7 @@ class RolloutEngine {
   RolloutConfig rollout_;
   dist::ParallelContext& parallel_;
   std::optional<model::ParamStore> own_weights_;  // none with shared weights
+  OffloadGroup own_weights_offload_;              // own_weights_' storage, for drop_weights
   const model::ParamStore* weights_;               // what the model reads: own_weights_ or the shared ones
   std::unique_ptr<model::CausalLm> model_;
   KvBlockManager kv_;

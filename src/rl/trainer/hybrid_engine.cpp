@@ -46,6 +46,13 @@ void HybridEngine::leave_update_critic() {
   if (engines_.critic) engines_.critic->offload(engine::configured_offload(config_.critic.megatron));
 }
 
+void HybridEngine::enter_update_actor() {
+  engine::rollout::RolloutEngine* rollout = engines_.rollout;
+  if (rollout && !rollout->shares_weights() && weight_sync_.colocated() &&
+      config_.actor_rollout_ref.rollout.free_cache_engine)
+    rollout->drop_weights();
+}
+
 Metrics HybridEngine::sync_weights() {
   engine::TrainEngine* actor = engines_.actor;
   engine::rollout::RolloutEngine* rollout = engines_.rollout;

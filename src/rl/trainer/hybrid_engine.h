@@ -9,6 +9,9 @@
 //   leave_reward_model   the reward model: what its megatron block offloads
 //   leave_values         the critic is idle until its update: its weights and activations
 //   leave_update_critic  the critic is idle until the next values pass: everything it offloads
+//   enter_update_actor   a rollout colocated with the actor that keeps its own weight copy drops it
+//                        (free_cache_engine): the update is where training's memory peaks, and the sync
+//                        that follows every actor update rewrites every weight
 //   sync_weights         the actor's weights into the rollout (weight_sync.h; nothing is copied when the
 //                        rollout reads them in place), then the actor is idle until the next old-log-prob
 //                        pass: everything it offloads
@@ -49,6 +52,7 @@ class HybridEngine {
   void leave_reward_model();
   void leave_values();
   void leave_update_critic();
+  void enter_update_actor();
   // Collective over the world. Returns perf/update_weights_bytes (received over the network, all ranks) and
   // rollout/weights_checksum.
   Metrics sync_weights();

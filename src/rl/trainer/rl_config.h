@@ -199,7 +199,9 @@ struct RolloutSection {  // actor_rollout_ref.rollout
     f("kv_cache_bytes", kv_cache_bytes, "rlforge: KV cache size in bytes (wins over gpu_memory_utilization)");
     f("block_size", block_size, "rlforge: tokens per KV cache block");
     f("ignore_eos", ignore_eos, "keep generating after eos");
-    f("free_cache_engine", free_cache_engine, "release the KV cache while the actor trains");
+    f("free_cache_engine", free_cache_engine,
+      "release the KV cache while the actor trains, and a colocated rollout's own weight copy (one of another "
+      "TP size or dtype than the actor's) while the actor updates");
     f("tensor_model_parallel_size", tensor_model_parallel_size, "rlforge default 1: the rollout's own TP size");
     f("device_mapping", device_mapping,
       "rlforge (ROLL's device_mapping): this role's world ranks, a list or 'list(range(a,b))' (null: every rank)");

@@ -470,6 +470,7 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
 
 Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
   Metrics metrics;
+  hybrid_->enter_update_actor();
   if (actor_) {
     const ActorSection& a = config_.actor_rollout_ref.actor;
     const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.n;

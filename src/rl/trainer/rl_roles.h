@@ -93,7 +93,9 @@ class RlRoles {
   // Returns the critic's metrics (critic/vf_loss, vf_clipfrac, vpred_mean averaged over mini-batches) and
   // critic/grad_norm, critic/lr. Reads values and returns.
   Metrics update_critic(RlBatch& batch, int64_t step);
-  // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr.
+  // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr. A colocated
+  // rollout with its own weight copy may drop it (HybridEngine::enter_update_actor): sync_weights must follow
+  // before the next generation.
   Metrics update_actor(RlBatch& batch, int64_t step);
   // Returns perf/update_weights_bytes (received over the network, all ranks) and rollout/weights_checksum.
   Metrics sync_weights();

@@ -343,5 +343,27 @@ TEST(RolloutEngine, SharedWeightsAreReadInPlaceWithNoCopy) {
   }
 }
 
+// Colocated with training, a rollout's own copy is dropped while the actor updates: its device bytes go back,
+// generation is refused until a sync rewrites the weights, and then samples as before.
+TEST(RolloutEngine, DroppedWeightsComeBackWithTheSync) {
+  TinyModel setup(model::Arch::llama, DType::f32);
+  const std::vector<RolloutRequest> requests = make_requests(4, 6, setup.config.vocab_size);
+  const RolloutSamplingParams params = sampled_to_length(2, 7);
+  auto engine = setup.engine(64, 16, 256, false);
+  const auto before = engine->generate(requests, params, {}, setup.config.vocab_size);
+  const int64_t param_bytes = setup.tracker.current(MemoryTier::device, MemoryCategory::params);
+  ASSERT_GT(param_bytes, 0);
+  engine->drop_weights();
+  EXPECT_TRUE(engine->weights_dropped());
+  EXPECT_EQ(setup.tracker.current(MemoryTier::device, MemoryCategory::params), 0);
+  EXPECT_EQ(setup.tracker.current(MemoryTier::host, MemoryCategory::params), 0) << "nothing is kept";
+  testing::expect_error_containing([&] { (void)engine->generate(requests, params, {}, setup.config.vocab_size); },
+                                   "generate on dropped weights");
+  engine->update_weights(setup.weights);
+  EXPECT_FALSE(engine->weights_dropped());
+  EXPECT_EQ(setup.tracker.current(MemoryTier::device, MemoryCategory::params), param_bytes);
+  expect_same(engine->generate(requests, params, {}, setup.config.vocab_size), before, "after the sync");
+}
+
 }  // namespace
 }  // namespace rf::engine::rollout
