@@ -11,20 +11,8 @@
 # Output: RESULT rl_stages/<stage> one_process_s=.. two_ranks_s=.. ratio=..
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-${BUILD_DIR:-$repo/build/release}}
-rlforge=$build/apps/rlforge
 steps=${STEPS:-40}
-warm=${WARM:-$repo/cache/warm_start/arith3}
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-source "$repo/bench/quiet_machine.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
-[ -d "$warm" ] || { echo "no warm start at $warm: run scripts/run.sh once (it builds it)" >&2; exit 1; }
-
-common=(train --config "$repo/examples/grpo_arith.yaml" actor_rollout_ref.model.path="$warm"
-        trainer.total_training_steps=$steps trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1
-        trainer.time_budget_s=null actor_rollout_ref.actor.optim.lr_warmup_steps=0)
+source "$(dirname "$0")/main_job_bench.sh"
 wait_for_quiet_machine
 "$rlforge" "${common[@]}" trainer.num_threads=2 trainer.default_local_dir="$scratch/one" > "$scratch/one.log" 2>&1
 wait_for_quiet_machine
