@@ -562,6 +562,8 @@ struct RlConfig {
   int64_t prompt_length() const;
   // verl's use_critic: critic.enable when set, else whether the estimator needs values (gae).
   bool uses_critic() const { return critic.enable.value_or(algorithm.adv_estimator == "gae"); }
+  // The reference is built when a KL term needs its log-probs.
+  bool uses_reference() const { return actor_rollout_ref.actor.loss.use_kl_loss || algorithm.use_kl_in_reward; }
   // The critic's keys that follow the actor's when null.
   std::string critic_model_path() const;
   int64_t critic_ppo_mini_batch_size() const;

@@ -15,13 +15,10 @@
 //   update_actor      ONE_TO_ALL         mini-batches x ppo_epochs through ActorLoss, the same way
 //   sync_weights      -                  the actor's weights into the rollout's layout (weight_sync.h: colocated,
 //                                        or streamed in buckets to the rollout's ranks only, checksummed)
-// Between the stages, the HybridEngine (hybrid_engine.h) moves the roles' memory: idle roles offload what
-// their megatron block asks, the KV cache exists only while generating, and the weight sync runs there.
-// Placement (device_mapping, RolePlacement): by default every role is on every rank (verl's hybrid
-// engine); a role may instead sit on a subset of the world's ranks, with its own sub-communicator and its
-// engine built only there; the reference, critic and reward model follow the actor unless placed. The
-// controller stays SPMD: every rank keeps the whole batch, and each stage ends by bringing its role's
-// results to every rank (rl_transfer.h).
+// The roles' placement, engines and the transitions between stages are the HybridEngine's (hybrid_engine.h):
+// idle roles offload what their megatron block asks, the KV cache exists only while generating, and the
+// weight sync runs there. The controller stays SPMD: every rank keeps the whole batch, and each stage ends by
+// bringing its role's results to every rank (rl_transfer.h).
 // The rollout is data parallel over its ranks: each replica (its TP group) generates a contiguous share of
 // the prompts; generation is keyed by (seed, request, sample, position) and the kernels are
 // batch-invariant, so the union is what one process generates. The forward passes (old log-probs,
@@ -100,87 +97,53 @@ class RlRoles {
   // Returns perf/update_weights_bytes (received over the network, all ranks) and rollout/weights_checksum.
   Metrics sync_weights();
 
-  bool has_ref() const { return uses_ref_; }
+  bool has_ref() const { return config_.uses_reference(); }
   // The actor's data-parallel size (its ranks / its TP size), known on every rank.
   int64_t actor_dp_size() const {
-    return actor_role_.size() / config_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    return hybrid_->ranks(Role::actor).size() / config_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
   }
   // How many world ranks each role runs on, known on every rank (the denominators of MFU).
   struct RankCounts {
     int64_t actor, rollout, ref, critic, reward_model;
   };
   RankCounts rank_counts() const {
-    return {actor_role_.size(), rollout_role_.size(), ref_role_.size(), critic_role_.size(), reward_model_role_.size()};
+    return {hybrid_->ranks(Role::actor).size(), hybrid_->ranks(Role::rollout).size(), hybrid_->ranks(Role::ref).size(),
+            hybrid_->ranks(Role::critic).size(), hybrid_->ranks(Role::reward_model).size()};
   }
   bool has_critic() const { return critic_loss_.has_value(); }
   bool has_reward_model() const { return config_.reward_model.enable; }
   // Whether this rank's rollout reads the actor's weights in place (no copy, no second resident copy).
-  bool rollout_shares_actor_weights() const { return rollout_ && rollout_->shares_weights(); }
+  bool rollout_shares_actor_weights() const { return hybrid_->rollout() && hybrid_->rollout()->shares_weights(); }
   // The actor's engine and its context: only on the actor's ranks (in_actor()).
-  bool in_actor() const { return actor_ != nullptr; }
-  engine::TrainEngine& actor() { return *actor_; }
-  dist::ParallelContext& actor_parallel() { return actor_parallel_; }
+  bool in_actor() const { return hybrid_->actor() != nullptr; }
+  engine::TrainEngine& actor() { return *hybrid_->actor(); }
+  dist::ParallelContext& actor_parallel() { return hybrid_->parallel(Role::actor); }
   // The critic's engine: only on the critic's ranks of a run with a critic (in_critic()).
-  bool in_critic() const { return critic_ != nullptr; }
-  engine::TrainEngine& critic() { return *critic_; }
-  dist::ParallelContext& critic_parallel() { return critic_parallel_; }
+  bool in_critic() const { return hybrid_->critic() != nullptr; }
+  engine::TrainEngine& critic() { return *hybrid_->critic(); }
+  dist::ParallelContext& critic_parallel() { return hybrid_->parallel(Role::critic); }
 
  private:
-  // One role's ranks: the world, or a sub-communicator of the ranks it was placed on.
-  class RoleRanks {
-   public:
-    RoleRanks(dist::ProcessGroup& world, const std::vector<int>& ranks, const std::string& name);
-    bool member() const { return member_; }
-    int64_t size() const { return ranks_.empty() ? world_.size() : int64_t(ranks_.size()); }
-    bool everywhere() const { return own_ == nullptr && member_; }
-    dist::ProcessGroup& group() { return own_ ? *own_ : world_; }
-    int root() const { return root_; }  // its first world rank
-    bool contains(const RoleRanks& other) const;
-
-   private:
-    dist::ProcessGroup& world_;
-    std::vector<int> ranks_;  // empty: all
-    std::unique_ptr<dist::ProcessGroup> own_;
-    bool member_;
-    int root_;
-  };
-
   // What a forward pass brings back to every rank: per-token columns, or (a reward model's) the scores.
   struct PassOutputs {
     std::vector<std::vector<float> RlResponse::*> columns;
     bool scores = false;
   };
-  // One forward pass of a role as its dispatch says: on the role's ranks `compute` fills this rank's chunk
+  // One forward pass of `role` dispatched by `mode`: on the role's ranks `compute` fills this rank's chunk
   // of `split_by` (the responses as the role reads them) into `batch`; the collect ranks' outputs then reach
   // every rank. The one implementation of split / compute / collect for every pass.
-  void run_pass(const RoleRanks& role, const RoleDispatch& dispatch, RlBatch& batch, const RlBatch& split_by,
-                const PassOutputs& outputs, const std::function<void(const std::vector<int64_t>&)>& compute);
+  void run_pass(Role role, DispatchMode mode, RlBatch& batch, const RlBatch& split_by, const PassOutputs& outputs,
+                const std::function<void(const std::vector<int64_t>&)>& compute);
 
   const RlConfig& config_;
   dist::ProcessGroup& world_;
-  RoleRanks actor_role_, rollout_role_, ref_role_, critic_role_, reward_model_role_;
-  // Single-process off the role (and the critic's without a critic, the reward model's without one).
-  dist::ParallelContext actor_parallel_, rollout_parallel_, ref_parallel_, critic_parallel_, reward_model_parallel_;
-  kernels::KernelRegistry kernels_, rollout_kernels_;
-  std::unique_ptr<engine::TrainEngine> actor_;
-  std::unique_ptr<engine::rollout::RolloutEngine> rollout_;
-  std::unique_ptr<engine::InferEngine> ref_;
-  std::unique_ptr<engine::TrainEngine> critic_;
-  std::unique_ptr<engine::InferEngine> reward_model_;
-  std::unique_ptr<HybridEngine> hybrid_;  // the transitions between stages, over the engines above
+  std::unique_ptr<HybridEngine> hybrid_;  // the roles' ranks and engines, and the transitions between stages
   rl::ActorLoss actor_loss_;
   bool balance_batch_;  // trainer.balance_batch: the DP shares of every pass balanced by workload
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
-  bool uses_ref_;        // a KL term needs the reference
   double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature
   MicroBatching actor_batching_, log_prob_batching_, critic_batching_, reward_model_batching_;
 };
-
-// The critic's model folder: critic.model.path's (a *ForTokenClassification folder is a critic already;
-// an LM's backbone gets a new value head of one output, verl's critic from the actor's model). What
-// the critic's checkpoints export (critic_huggingface/). ConfigError naming critic.model.path for a
-// reward model or a value model of several labels.
-model::HfModelFolder critic_hf_folder(const RlConfig& config);
 
 // The rollout's sampling parameters from actor_rollout_ref.rollout (train: its keys; validation: val_kwargs).
 engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& rollout, int64_t response_length,
