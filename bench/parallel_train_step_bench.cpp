@@ -26,6 +26,7 @@
 #include "dist/guarded_run.h"
 #include "dist/parallel_context.h"
 #include "train_step_setup.h"
+#include "trainer/sft_loss.h"
 
 namespace {
 
@@ -123,7 +124,7 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
     world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
     const rf::Stopwatch clock;
     const double loss =
-        engine.forward_backward(micro_batches, rf::bench::token_mean_nll, rf::engine::ForwardOnly::no).loss;
+        engine.forward_backward(micro_batches, rf::trainer::token_mean_nll, rf::engine::ForwardOnly::no).loss;
     const double fb_done = clock.seconds();
     engine.reduce_gradients();
     const double reduce_done = clock.seconds();

@@ -33,6 +33,7 @@
 #include "kernels/gemm_peak.h"
 #include "model/model_flops.h"
 #include "train_step_setup.h"
+#include "trainer/sft_loss.h"
 
 namespace {
 
@@ -126,7 +127,7 @@ void run(const BenchOptions& options) {
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     const rf::Stopwatch clock;
     const rf::engine::ForwardBackwardResult fb =
-        engine.forward_backward(micro_batches, rf::bench::token_mean_nll, rf::engine::ForwardOnly::no);
+        engine.forward_backward(micro_batches, rf::trainer::token_mean_nll, rf::engine::ForwardOnly::no);
     engine.optimizer_step();
     engine.lr_step();
     const double seconds = clock.seconds();

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "core/log.h"
 #include "core/stopwatch.h"
 #include "trainer/metrics_log.h"
@@ -18,6 +20,10 @@ nlohmann::json metrics_row(int64_t step, const Metrics& metrics) {
 }
 
 }  // namespace
+
+bool has_logger(const std::vector<std::string>& loggers, std::string_view name) {
+  return std::find(loggers.begin(), loggers.end(), name) != loggers.end();
+}
 
 void add_memory_metrics(Metrics& metrics, const MemoryTracker& tracker) {
   for (int t = 0; t < kNumMemoryTiers; ++t) {
@@ -76,7 +82,6 @@ LoopSummary run_loop(Trainable& trainer, const LoopSchedule& schedule, const Loo
     trainer.finish_step(m, step, seconds);
     add_memory_metrics(m, tracker);
     metrics_log.write(metrics_row(step, m), console);
-    summary.last_row = m;
     summary.final_step = step;
     ++summary.steps_run;
     if (out_of_time && output.lead)

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/memory_tracker.h"
@@ -60,8 +61,10 @@ struct LoopSummary {
   double seconds = 0;
   double first_score = -1;  // of the first validation (the one before training when it runs)
   double final_score = -1;  // of the last
-  Metrics last_row;         // the last step's metrics
 };
+
+// Whether trainer.logger lists `name` (console, jsonl).
+bool has_logger(const std::vector<std::string>& loggers, std::string_view name);
 
 // Collective over the trainer's ranks as its methods are.
 LoopSummary run_loop(Trainable& trainer, const LoopSchedule& schedule, const LoopOutput& output,

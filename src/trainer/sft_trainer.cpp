@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainer/run_loop.h"
+#include "trainer/sft_loss.h"
 #include "trainer/sft_parallel.h"
 #include "engine/parallel_setup.h"
 #include "trainer/run_tokenizer.h"
@@ -89,20 +90,6 @@ void prepare_run_folder(const std::string& dir) {
   if (ec || !std::filesystem::is_directory(dir))
     throw IoError(dir, "cannot create the run folder (trainer.default_local_dir): " +
                            (ec ? ec.message() : std::string("a file is in the way")));
-}
-
-engine::LossOutput token_mean_nll(const engine::TensorMap& mb, const model::ModelOutputs& out,
-                                  const engine::LossContext& ctx, const model::OutputGrads& grads) {
-  const float* mask = mb.get("loss_mask").data<float>();
-  const float* logp = out.logp_N.data<float>();
-  float* dlogp = grads.dlogp_N.data<float>();
-  const double scale = 1.0 / double(ctx.global_num_tokens);
-  engine::LossOutput result;
-  for (int64_t n = 0; n < grads.dlogp_N.numel(); ++n) {
-    result.loss -= double(mask[n]) * double(logp[n]) * scale;
-    dlogp[n] = float(-double(mask[n]) * scale);
-  }
-  return result;
 }
 
 // Training FLOPs of one micro-batch (model/model_flops.h), its documents' lengths from cu_seqlens.
@@ -308,9 +295,6 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
   const TrainerConfig& trainer = config.trainer;
   SftTrainer sft(config, resolved_yaml, world);
   const bool lead = world.rank() == 0;
-  const auto has_logger = [&](const char* name) {
-    return std::find(trainer.logger.begin(), trainer.logger.end(), name) != trainer.logger.end();
-  };
   const LoopSchedule schedule{.total_steps = trainer.total_training_steps,
                               .test_freq = trainer.test_freq,
                               .save_freq = trainer.save_freq,
@@ -318,8 +302,8 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
                               .validate_at_end = true,
                               .time_budget_s = std::nullopt};
   const LoopOutput output{.run_dir = trainer.default_local_dir,
-                          .console = has_logger("console"),
-                          .jsonl = has_logger("jsonl"),
+                          .console = has_logger(trainer.logger, "console"),
+                          .jsonl = has_logger(trainer.logger, "jsonl"),
                           .lead = lead,
                           .console_keys = {},
                           .plot = {{"training loss", {"train/loss"}}, {"validation", {"val-core/"}}}};

@@ -35,8 +35,8 @@ engine::rollout::RolloutConfig rollout_config(const RlConfig& config) {
   return c;
 }
 
-// A role's parallel context over its ranks (a placeholder single-process context on the others, which
-// build no engine for it).
+// A role's parallel context over its ranks; the others build no engine for it and get the single-process
+// context.
 dist::ParallelContext role_context(const engine::EngineConfig& layout, RoleRanks& role) {
   if (!role.member()) return dist::ParallelContext::single_process();
   return engine::make_parallel_context(layout, role.group());

@@ -82,7 +82,7 @@ class HybridEngine {
   ~HybridEngine();
 
   RoleRanks& ranks(Role role) { return *ranks_[size_t(role)]; }
-  // The role's context on its ranks; a single-process placeholder off them (and for a role the run lacks).
+  // The role's context on its ranks; the single-process context off them (and for a role the run lacks).
   dist::ParallelContext& parallel(Role role) { return parallel_[size_t(role)]; }
   // This rank's engines: null off the role's ranks or when the run has no such role.
   engine::TrainEngine* actor() const { return actor_.get(); }

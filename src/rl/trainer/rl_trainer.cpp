@@ -313,10 +313,6 @@ std::vector<std::string> console_keys(const RlConfig& config, const PromptSource
   return keys;
 }
 
-bool has_logger(const RlTrainerConfig& trainer, const char* name) {
-  return std::find(trainer.logger.begin(), trainer.logger.end(), name) != trainer.logger.end();
-}
-
 }  // namespace
 
 // Everything a run holds, built in this order: the thread pool first (it sets the OpenMP threads every
@@ -565,8 +561,8 @@ RlSummary RlTrainer::fit() {
                                        .time_budget_s = trainer.time_budget_s};
   const trainer::LoopOutput output{
       .run_dir = s.run_dir,
-      .console = has_logger(trainer, "console"),
-      .jsonl = has_logger(trainer, "jsonl"),
+      .console = trainer::has_logger(trainer.logger, "console"),
+      .jsonl = trainer::has_logger(trainer.logger, "jsonl"),
       .lead = s.lead,
       .console_keys = console_keys(s.config, s.prompts, s.roles.has_critic()),
       .plot = {{"score", {"critic/score/mean", "val-core/"}},

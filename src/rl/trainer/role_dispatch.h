@@ -19,7 +19,6 @@ class RoleDispatch {
   // `parallel` is the role's context; `member` is false off the role's ranks, which compute and collect nothing.
   RoleDispatch(DispatchMode mode, const dist::ParallelContext& parallel, bool member);
 
-  DispatchMode mode() const { return plan_.mode; }
   bool member() const { return member_; }
   int64_t num_chunks() const { return plan_.num_chunks; }
   // This rank's chunk of n items cut into contiguous runs (contiguous_share): the rollout's prompts.

@@ -82,4 +82,9 @@ std::vector<float> weight_values(const model::ParamStore& params) {
   return {flat.data<float>(), flat.data<float>() + flat.numel()};
 }
 
+void set_advantages(RlBatch& batch) {
+  for (size_t i = 0; i < batch.size(); ++i)
+    batch[i].advantages.assign(batch[i].response.size(), i % 2 == 0 ? 1.0f : -1.0f);
+}
+
 }  // namespace rf::rl::testing

@@ -40,6 +40,9 @@ inline constexpr int64_t kNumCandidates = 20;  // the whole vocabulary
 // 1). Returns the folder's model config.
 model::ModelConfig write_tiny_folder(const std::string& dir, model::HeadKind head, uint64_t seed);
 
+// +1 on every token of the even responses, -1 on the odd ones: the first sample of each prompt is the good one.
+void set_advantages(RlBatch& batch);
+
 // The f32 weights of a ParamStore, to compare before and after an update.
 std::vector<float> weight_values(const model::ParamStore& params);
 

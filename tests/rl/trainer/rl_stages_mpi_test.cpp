@@ -31,6 +31,7 @@ using testing::grpo_config;
 using testing::kEos;
 using testing::kNumCandidates;
 using testing::sampling;
+using testing::set_advantages;
 using testing::tiny_model;
 using testing::weight_values;
 using testing::write_tiny_folder;
@@ -39,11 +40,6 @@ using testing::write_tiny_folder;
 constexpr double kDpTolerance = 1e-5;
 
 class RlStagesMpi : public rf::testing::ScratchFolderTest {};
-
-void set_advantages(RlBatch& batch) {
-  for (size_t i = 0; i < batch.size(); ++i)
-    batch[i].advantages.assign(batch[i].response.size(), i % 2 == 0 ? 1.0f : -1.0f);
-}
 
 // Collective: `value` is the same on every rank.
 void expect_same_on_every_rank(double value, const std::string& what) {

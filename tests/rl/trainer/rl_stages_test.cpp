@@ -28,6 +28,7 @@ using testing::grpo_config;
 using testing::kEos;
 using testing::kNumCandidates;
 using testing::sampling;
+using testing::set_advantages;
 using testing::tiny_model;
 using testing::weight_values;
 using testing::write_tiny_folder;
@@ -37,12 +38,6 @@ class RlStages : public rf::testing::ScratchFolderTest {
   dist::SingleProcessGroup world_{"world"};
   MemoryTracker tracker_;
 };
-
-// +1 on every token of the even responses, -1 on the odd ones: the first sample of each prompt is the good one.
-void set_advantages(RlBatch& batch) {
-  for (size_t i = 0; i < batch.size(); ++i)
-    batch[i].advantages.assign(batch[i].response.size(), i % 2 == 0 ? 1.0f : -1.0f);
-}
 
 // Token-mean of the advantages: -pg_loss at ratio 1.
 double mean_advantage(const RlBatch& batch) {

@@ -22,7 +22,6 @@ TEST(RoleDispatch, OnTheRoleOneProcessComputesAndCollectsEverything) {
   for (const DispatchMode mode : kModes) {
     SCOPED_TRACE(std::string(dispatch_mode_name(mode)));
     const RoleDispatch dispatch(mode, parallel, true);
-    EXPECT_EQ(dispatch.mode(), mode);
     EXPECT_TRUE(dispatch.member());
     EXPECT_EQ(dispatch.num_chunks(), 1);
     EXPECT_EQ(dispatch.chunk(batch, all, false), all);
