@@ -38,3 +38,19 @@ python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/dynamic/met
 expect_error "actor_rollout_ref.actor.ppo_max_token_len_per_gpu: 8 is below the longest sequence" \
   "${args[@]}" actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8 \
   --check-config
+# The actor and the rollout both at TP 2 on the two ranks: the rollout reads the actor's TP shards in place (no
+# copy, 0 bytes synced), and the log-probs it samples with are the actor's recomputed ones at every step (the
+# shards it reads are the ones the actor trains).
+quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=2 trainer.save_freq=-1 trainer.default_local_dir="$SCRATCH/tp2"
+grep -q "rollout: reads the actor's weights in place" "$SCRATCH/last.log" \
+  || fail "the TP 2 rollout does not read the actor's weights in place"
+python3 - "$SCRATCH/tp2/metrics.jsonl" <<'PY'
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r["step"] > 0]
+assert len(steps) == 3, len(steps)
+for r in steps:
+    assert r["perf/update_weights_bytes"] == 0, r["perf/update_weights_bytes"]
+    assert r["rollout/logprob_diff_max"] < 1e-5, (r["step"], r["rollout/logprob_diff_max"])
+print("ok: TP 2 rollout on the actor's shards:", [r["rollout/logprob_diff_max"] for r in steps])
+PY
