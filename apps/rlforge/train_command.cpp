@@ -102,7 +102,7 @@ void check_rl_layout(const rl::RlConfig& config, int world_size) {
              placement.reward_model);
   const int64_t actor_ranks = placement.actor.empty() ? world_size : int64_t(placement.actor.size());
   check_mini_batch_split("actor_rollout_ref.actor.ppo_mini_batch_size", roles.actor.ppo_mini_batch_size,
-                         roles.rollout.n, actor_ranks / roles.actor.megatron.tensor_model_parallel_size);
+                         roles.rollout.sampling.n, actor_ranks / roles.actor.megatron.tensor_model_parallel_size);
   if (!config.uses_critic()) return;
   // The critic sits on its own ranks (the actor's unless critic.device_mapping says otherwise), in its own
   // layout.
@@ -111,7 +111,7 @@ void check_rl_layout(const rl::RlConfig& config, int world_size) {
   if (critic_ranks % critic_tp != 0)
     throw ConfigError("critic.megatron.tensor_model_parallel_size",
                       fmt::format("{} does not divide the critic's {} ranks", critic_tp, critic_ranks));
-  check_mini_batch_split("critic.ppo_mini_batch_size", config.critic_ppo_mini_batch_size(), roles.rollout.n,
+  check_mini_batch_split("critic.ppo_mini_batch_size", config.critic_ppo_mini_batch_size(), roles.rollout.sampling.n,
                          critic_ranks / critic_tp);
 }
 

@@ -234,7 +234,9 @@ double max_of(const std::vector<double>& z) {
 }  // namespace
 
 void SamplingParams::validate() const {
-  if (!(temperature >= 0) || !std::isfinite(temperature))
+  if (!std::isfinite(temperature))
+    throw ConfigError("temperature", fmt::format("must be a finite number >= 0 (0: greedy), got {}", temperature));
+  if (!(temperature >= 0))
     throw ConfigError("temperature", fmt::format("must be >= 0 (0: greedy), got {}", temperature));
   if (!(top_p > 0 && top_p <= 1)) throw ConfigError("top_p", fmt::format("must be in (0, 1], got {}", top_p));
 }

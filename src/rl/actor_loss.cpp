@@ -32,6 +32,19 @@ void ActorLossConfig::validate() const {
   } catch (const ConfigError& e) {
     throw ConfigError("policy_loss.loss_mode", e.detail());
   }
+  const auto require_non_negative = [](const std::string& key, double value) {
+    if (!(value >= 0)) throw ConfigError(key, fmt::format("must be >= 0, got {}", value));
+  };
+  require_non_negative("clip_ratio", policy_loss.clip_ratio);
+  if (policy_loss.clip_ratio_low) require_non_negative("clip_ratio_low", *policy_loss.clip_ratio_low);
+  if (policy_loss.clip_ratio_high) require_non_negative("clip_ratio_high", *policy_loss.clip_ratio_high);
+  if (!(policy_loss.low() < 1))
+    throw ConfigError(policy_loss.clip_ratio_low ? "clip_ratio_low" : "clip_ratio",
+                      fmt::format("must be < 1 (the ratio's lower bound 1 - clip_ratio_low must stay positive), got {}",
+                                  policy_loss.low()));
+  require_non_negative("kl_loss_coef", kl_loss_coef);
+  if (loss_scale_factor && !(*loss_scale_factor > 0))
+    throw ConfigError("loss_scale_factor", fmt::format("must be positive (or null), got {}", *loss_scale_factor));
   if (!(policy_loss.clip_ratio_c > 1))
     throw ConfigError("clip_ratio_c", fmt::format("must be > 1 (the dual-clip bound), got {}", policy_loss.clip_ratio_c));
   if (!(policy_loss.kl_cov_ratio > 0 && policy_loss.kl_cov_ratio <= 1))

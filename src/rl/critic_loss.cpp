@@ -36,9 +36,17 @@ TokenValueLoss token_value_loss(double vpred, double ret, double lo, double hi) 
 
 }  // namespace
 
+void CriticLossConfig::validate() const {
+  if (!(cliprange_value >= 0.0))
+    throw ConfigError("cliprange_value", fmt::format("must be >= 0, got {}", cliprange_value));
+}
+
 CriticLoss::CriticLoss(CriticLossConfig config) : config_(config) {
-  if (!(config_.cliprange_value >= 0.0))
-    throw ConfigError("critic.cliprange_value", fmt::format("{} must be >= 0", config_.cliprange_value));
+  try {
+    config_.validate();
+  } catch (const ConfigError& error) {
+    throw ConfigError("critic." + error.key_path(), error.detail());
+  }
   if (config_.loss_agg_mode == AggMode::seq_mean_token_sum_norm && config_.max_response_length <= 0)
     throw ConfigError("data.max_response_length",
                       "the critic's seq-mean-token-sum-norm divides by the padded response length; it is not set");

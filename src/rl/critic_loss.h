@@ -35,15 +35,25 @@
 
 namespace rf::rl {
 
-struct CriticLossConfig {                       // critic.* (verl's defaults)
-  AggMode loss_agg_mode = AggMode::token_mean;  // loss_agg_mode
-  double cliprange_value = 0.5;                 // cliprange_value
-  int64_t max_response_length = 0;              // data.max_response_length: F of seq-mean-token-sum-norm
+struct CriticLossConfig {  // critic.* (verl's defaults)
+  double cliprange_value = 0.5;
+  // Not keys of this struct: critic.loss_agg_mode follows the actor's when null, so the run config
+  // resolves it; data.max_response_length is F of seq-mean-token-sum-norm.
+  AggMode loss_agg_mode = AggMode::token_mean;
+  int64_t max_response_length = 0;
+
+  // verl's key, spliced into the critic's block.
+  template <class Fields>
+  void fields(Fields& f) {
+    f("cliprange_value", cliprange_value, "value clip: the new values stay within this of the values at rollout");
+  }
+  // ConfigError keyed relative to the critic's block: a cliprange_value below 0.
+  void validate() const;
 };
 
 class CriticLoss {
  public:
-  // Throws ConfigError for a negative cliprange_value or, with seq-mean-token-sum-norm, no F.
+  // Throws validate()'s ConfigError (keyed critic.*) or, with seq-mean-token-sum-norm, one for no F.
   explicit CriticLoss(CriticLossConfig config);
 
   // engine::LossFn. Overwrites grads.dvalues_N (floating [N]); returns the micro-batch's contribution to

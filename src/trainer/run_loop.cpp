@@ -21,10 +21,6 @@ nlohmann::json metrics_row(int64_t step, const Metrics& metrics) {
 
 }  // namespace
 
-bool has_logger(const std::vector<std::string>& loggers, std::string_view name) {
-  return std::find(loggers.begin(), loggers.end(), name) != loggers.end();
-}
-
 void add_memory_metrics(Metrics& metrics, const MemoryTracker& tracker) {
   for (int t = 0; t < kNumMemoryTiers; ++t) {
     const auto tier = MemoryTier(t);

@@ -63,9 +63,6 @@ struct LoopSummary {
   double final_score = -1;  // of the last
 };
 
-// Whether trainer.logger lists `name` (console, jsonl).
-bool has_logger(const std::vector<std::string>& loggers, std::string_view name);
-
 // Collective over the trainer's ranks as its methods are.
 LoopSummary run_loop(Trainable& trainer, const LoopSchedule& schedule, const LoopOutput& output,
                      const MemoryTracker& tracker);

@@ -11,6 +11,7 @@
 #include "data/data_config.h"
 #include "engine/engine_config.h"
 #include "optim/optim_config.h"
+#include "trainer/run_keys.h"
 
 namespace rf::trainer {
 
@@ -36,9 +37,9 @@ struct TrainerConfig {
   int64_t test_freq = 250;   // evaluate every k steps (and at the end); <= 0: only at the end
   int64_t save_freq = 500;   // checkpoint every k steps (and at the end); <= 0: never
   std::string default_local_dir = "checkpoints/sft";
-  std::vector<std::string> logger = {"console", "jsonl"};
+  std::vector<Logger> logger = {Logger::console, Logger::jsonl};
   int num_threads = 0;              // OpenMP threads; 0: one per core
-  std::string resume_mode = "auto";  // auto: continue from the latest checkpoint; disable: start over
+  ResumeMode resume_mode = ResumeMode::automatic;  // resume_path is RL's only
   std::optional<double> stop_at_val_acc;  // stop (with a checkpoint) at the first evaluation reaching it
 
   template <class Fields>
@@ -49,7 +50,7 @@ struct TrainerConfig {
     f("default_local_dir", default_local_dir, "run folder: checkpoints, metrics.jsonl, resolved config");
     f("logger", logger, "console and/or jsonl");
     f("num_threads", num_threads, "OpenMP threads (0: one per core)");
-    f("resume_mode", resume_mode, "auto (continue from the latest checkpoint) or disable");
+    f("resume_mode", resume_mode, "auto (continue from the latest checkpoint) or disable (start over)");
     f("stop_at_val_acc", stop_at_val_acc,
       "stop, with a checkpoint, at the first evaluation whose accuracy reaches this (null: run every step); "
       "builds a warm start of a given accuracy whatever the seed");

@@ -170,7 +170,7 @@ class SftTrainer : public Trainable {
   int64_t resume() override {
     const TrainerConfig& trainer = config_.trainer;
     const std::optional<int64_t> latest =
-        trainer.resume_mode == "auto" ? checkpoint::CheckpointReader::latest_step(trainer.default_local_dir) : std::nullopt;
+        trainer.resume_mode == ResumeMode::automatic ? checkpoint::CheckpointReader::latest_step(trainer.default_local_dir) : std::nullopt;
     if (latest) {
       const checkpoint::CheckpointReader reader(trainer.default_local_dir, *latest);
       engine_.load_checkpoint(reader, kComponent);
@@ -302,8 +302,8 @@ SftSummary run_sft(const SftConfig& config, const std::string& resolved_yaml, di
                               .validate_at_end = true,
                               .time_budget_s = std::nullopt};
   const LoopOutput output{.run_dir = trainer.default_local_dir,
-                          .console = has_logger(trainer.logger, "console"),
-                          .jsonl = has_logger(trainer.logger, "jsonl"),
+                          .console = has_logger(trainer.logger, Logger::console),
+                          .jsonl = has_logger(trainer.logger, Logger::jsonl),
                           .lead = lead,
                           .console_keys = {},
                           .plot = {{"training loss", {"train/loss"}}, {"validation", {"val-core/"}}}};

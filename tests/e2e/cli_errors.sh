@@ -14,6 +14,8 @@ expect_error "data.train_batch_size: must be positive, got -4" "${base[@]}" data
 expect_error "model.config.num_key_value_heads" "${base[@]}" model.config.num_key_value_heads=3
 expect_error "/nonexistent/train.jsonl" "${base[@]}" data.task=null data.task_kwargs=null "data.train_files=[/nonexistent/train.jsonl]" \
   "data.val_files=[/nonexistent/val.jsonl]"
+expect_error "trainer.logger[1]: expected one of console, jsonl, got 'wandb'" "${base[@]}" "trainer.logger=[console,wandb]"
+expect_error "trainer.resume_mode: resume_path: expected auto or disable" "${base[@]}" trainer.resume_mode=resume_path
 expect_error "no_such_config.yaml" sft --config "$SCRATCH/no_such_config.yaml"
 touch "$SCRATCH/a_file"
 expect_error "$SCRATCH/a_file/run" "${base[@]}" trainer.default_local_dir="$SCRATCH/a_file/run"

@@ -70,7 +70,7 @@ refused vllm_rollout "actor_rollout_ref.rollout.name: 'vllm': expected rlforge (
 and trtllm are not available here)" actor_rollout_ref.rollout.name=vllm
 refused critic_warmup "trainer.critic_warmup: must be >= 0 (the step the actor starts training at), got -1" \
   trainer.critic_warmup=-1
-refused wandb_logger "trainer.logger: 'wandb': expected console or jsonl" "trainer.logger=[console, wandb]"
+refused wandb_logger "trainer.logger[1]: expected one of console, jsonl, got 'wandb'" "trainer.logger=[console, wandb]"
 refused builtin_task_needs_steps "trainer.total_training_steps: required with a built-in task" \
   trainer.total_training_steps=null
 # The layout against the world: every role spans all ranks, so each TP size must divide it.

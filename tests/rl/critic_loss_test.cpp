@@ -27,7 +27,7 @@ constexpr rl::AggMode kAggModes[] = {rl::AggMode::token_mean, rl::AggMode::seq_m
 constexpr double kClip = 0.3;
 
 rl::CriticLossConfig config_of(rl::AggMode mode) {
-  return {.loss_agg_mode = mode, .cliprange_value = kClip, .max_response_length = 6};
+  return {.cliprange_value = kClip, .loss_agg_mode = mode, .max_response_length = 6};
 }
 
 // What verl's value loss reads per response token, (B, T): f64 except the f32 0/1 mask.
@@ -231,7 +231,7 @@ double single_token_grad(double vpred, double value, double ret, double clip) {
   }();
   engine::LossContext context;
   context.global_num_tokens = context.global_num_seqs = context.num_microbatches = 1;
-  const rl::CriticLoss loss({.loss_agg_mode = rl::AggMode::token_mean, .cliprange_value = clip});
+  const rl::CriticLoss loss({.cliprange_value = clip, .loss_agg_mode = rl::AggMode::token_mean});
   return run(loss, packed, context).dvalues_N.data<double>()[packed.response_start[0]];
 }
 

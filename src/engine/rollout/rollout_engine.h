@@ -22,20 +22,12 @@
 
 #include "core/offload.h"
 #include "engine/rollout/kv_block_manager.h"
+#include "engine/rollout/rollout_config.h"
 #include "engine/rollout/rollout_request.h"
 #include "engine/rollout/rollout_scheduler.h"
 #include "model/causal_lm.h"
 
 namespace rf::engine::rollout {
-
-struct RolloutConfig {
-  int64_t block_size = 16;
-  std::optional<int64_t> kv_cache_bytes;  // else gpu_memory_utilization x device_memory_bytes
-  double gpu_memory_utilization = 0.5;
-  int64_t device_memory_bytes = 0;
-  bool enable_prefix_caching = false;
-  SchedulerLimits limits;
-};
 
 class RolloutEngine {
  public:

@@ -8,7 +8,8 @@
 namespace rf::engine::rollout {
 
 void RolloutSamplingParams::validate() const {
-  sampler().validate();
+  SamplingParams{temperature, top_k, top_p, seed}.validate();  // the key as written, greedy or not
+  if (top_k < -1) throw ConfigError("top_k", fmt::format("must be >= 1, or -1 / 0 for off, got {}", top_k));
   if (n < 1) throw ConfigError("n", fmt::format("must be >= 1, got {}", n));
   if (max_tokens < 1) throw ConfigError("max_tokens", fmt::format("must be >= 1, got {}", max_tokens));
 }

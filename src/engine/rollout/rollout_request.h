@@ -21,7 +21,19 @@ struct RolloutSamplingParams {
   uint64_t seed = 0;
   bool ignore_eos = false;
   std::vector<int64_t> stop_token_ids;  // stop on these as on eos (even with ignore_eos, as vLLM)
-  void validate() const;  // rf::Error naming the field
+
+  // The sampling keys a user sets (verl's rollout and rollout.val_kwargs keys); the rest is the caller's.
+  template <class Fields>
+  void fields(Fields& f) {
+    f("temperature", temperature, "sampling temperature (0: greedy)");
+    f("top_k", top_k, "top-k (-1: off)");
+    f("top_p", top_p, "top-p");
+    f("do_sample", do_sample, "sample (false: greedy)");
+    f("n", n, "responses per prompt");
+  }
+  // ConfigError naming the field: a temperature that is negative or not finite, top_p outside (0, 1],
+  // top_k below -1, n or max_tokens below 1.
+  void validate() const;
 
   bool greedy() const { return !do_sample || temperature == 0; }
   // The sampler's parameters (engine/sampling.h); greedy maps to temperature 0.

@@ -23,23 +23,10 @@
 #include <vector>
 
 #include "engine/rollout/kv_block_manager.h"
+#include "engine/rollout/rollout_config.h"
 #include "engine/rollout/rollout_request.h"
 
 namespace rf::engine::rollout {
-
-struct SchedulerLimits {
-  int64_t max_num_seqs = 256;
-  int64_t max_num_batched_tokens = 8192;
-  bool enable_chunked_prefill = true;
-  int64_t max_model_len = 4096;  // prompt + generated tokens of one sequence
-  // An ablation for benchmarks: admit waiting sequences only when none is running, so a batch runs
-  // until its longest sample ends (static batching, as a plain generate loop does).
-  bool static_batching = false;
-  // With static_batching, as a padded generate loop runs it (HF generate, bench/torch_rollout.py): a
-  // finished sequence keeps its seat and keeps being computed (its extra tokens are dropped) until the
-  // last sequence of its batch ends; then the whole batch retires. What continuous batching saves.
-  bool pad_finished = false;
-};
 
 struct RolloutSequence {
   int64_t id = 0;        // the KV manager's sequence id

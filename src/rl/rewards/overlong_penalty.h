@@ -14,7 +14,17 @@ struct OverlongBufferConfig {  // reward_model.reward_kwargs.overlong_buffer_cfg
   int64_t len = 0;              // the buffer: the last `len` tokens of max_resp_len
   double penalty_factor = 1.0;
   bool log = false;             // the penalty as reward extras (overlong_reward, overlong)
-  int64_t max_resp_len = 0;     // reward_model.reward_kwargs.max_resp_len
+  int64_t max_resp_len = 0;     // not a key of this block: reward_model.reward_kwargs.max_resp_len
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("enable", enable, "penalise responses that run into the last `len` tokens of max_resp_len");
+    f("len", len, "the buffer's tokens");
+    f("penalty_factor", penalty_factor, "the penalty of a response of max_resp_len tokens");
+    f("log", log, "the penalty as reward extras overlong_reward and overlong (in the generation dumps)");
+  }
+  // ConfigError keyed relative to this block, when enabled: len not positive, penalty_factor below 0.
+  void validate() const;
 };
 
 // The (non-positive) reward added to a response of `length` tokens.

@@ -16,7 +16,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "rl/named_choice.h"
 #include "rl/rewards/python_reward_worker_source.h"
 #include "rl/rewards/worker_process.h"
 
@@ -43,26 +42,34 @@ enum class WorkerState { starting, idle, busy };
 
 }  // namespace
 
-FailurePolicy parse_failure_policy(std::string_view name) {
-  return find_enum_name<FailurePolicy>(name, key("on_error"));
+void PythonRewardConfig::validate() const {
+  if (function_name.empty())
+    throw ConfigError("name", "empty: name the function to call in custom_reward_function.path (verl's default: "
+                              "compute_score)");
+  if (num_workers < 1) throw ConfigError("num_workers", fmt::format("{}: expected at least 1 worker process", num_workers));
+  if (!is_positive_seconds(timeout_s))
+    throw ConfigError("timeout_s", fmt::format("{}: expected a positive number of seconds", timeout_s));
+  if (!is_positive_seconds(startup_timeout_s))
+    throw ConfigError("startup_timeout_s", fmt::format("{}: expected a positive number of seconds", startup_timeout_s));
 }
 
-void PythonRewardConfig::validate() const {
-  if (path.empty()) throw ConfigError(key("path"), "empty: name the .py file that defines the reward function");
-  if (function_name.empty())
-    throw ConfigError(key("name"), "empty: name the function to call in custom_reward_function.path (verl's "
-                                   "default: compute_score)");
-  if (!reward_kwargs.is_object())
+namespace {
+
+// The config's own keys and the two the run fills in (path, reward_kwargs), every error under
+// custom_reward_function.
+void check_config(const PythonRewardConfig& config) {
+  if (config.path.empty()) throw ConfigError(key("path"), "empty: name the .py file that defines the reward function");
+  if (!config.reward_kwargs.is_object())
     throw ConfigError(key("reward_kwargs"), fmt::format("expected a mapping of keyword arguments, got {} {}",
-                                                        reward_kwargs.type_name(), reward_kwargs.dump()));
-  if (num_workers < 1)
-    throw ConfigError(key("num_workers"), fmt::format("{}: expected at least 1 worker process", num_workers));
-  if (!is_positive_seconds(timeout_s))
-    throw ConfigError(key("timeout_s"), fmt::format("{}: expected a positive number of seconds", timeout_s));
-  if (!is_positive_seconds(startup_timeout_s))
-    throw ConfigError(key("startup_timeout_s"),
-                      fmt::format("{}: expected a positive number of seconds", startup_timeout_s));
+                                                        config.reward_kwargs.type_name(), config.reward_kwargs.dump()));
+  try {
+    config.validate();
+  } catch (const ConfigError& error) {
+    throw ConfigError(key(error.key_path()), error.detail());
+  }
 }
+
+}  // namespace
 
 struct PythonRewardFunction::Worker {
   std::unique_ptr<WorkerProcess> process;  // null after an error in score(), until the next score() starts one
@@ -88,7 +95,7 @@ struct PythonRewardFunction::Pass {
 };
 
 PythonRewardFunction::PythonRewardFunction(PythonRewardConfig config) : config_(std::move(config)) {
-  config_.validate();
+  check_config(config_);
   workers_.resize(size_t(config_.num_workers));
   for (Worker& worker : workers_) start(worker);
   wait_until_started();

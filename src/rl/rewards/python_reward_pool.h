@@ -47,9 +47,6 @@ constexpr std::array<std::pair<FailurePolicy, std::string_view>, 2> enum_names(F
   return {{{FailurePolicy::fail, "fail"}, {FailurePolicy::zero, "zero"}}};
 }
 
-// `custom_reward_function.on_error`: "fail" or "zero"; anything else is a ConfigError at that key.
-FailurePolicy parse_failure_policy(std::string_view name);
-
 struct PythonRewardConfig {
   std::string path;                                          // custom_reward_function.path
   std::string function_name = "compute_score";               // custom_reward_function.name
@@ -62,8 +59,20 @@ struct PythonRewardConfig {
   // load a tokenizer or a table at import).
   double startup_timeout_s = 60;
 
-  // ConfigError at the custom_reward_function key at fault: empty path or name, reward_kwargs not an
-  // object, num_workers < 1, a timeout that is not a positive number.
+  // The keys a user sets in verl's custom_reward_function block (path and reward_kwargs are the run's to
+  // fill in: a null path means no Python scorer, and reward_kwargs is free-form YAML there).
+  template <class Fields>
+  void fields(Fields& f) {
+    f("name", function_name, "the function: compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)");
+    f("num_workers", num_workers, "rlforge: /usr/bin/python3 worker processes scoring in parallel");
+    f("timeout_s", timeout_s, "rlforge: seconds a sample may take; a worker past it is killed and replaced");
+    f("on_error", on_error,
+      "rlforge: a sample whose scorer raises, times out, crashes or returns a non-number: fail (the step stops "
+      "with the error) or zero (scores 0, counted in reward/num_failed)");
+  }
+  // ConfigError keyed relative to custom_reward_function: an empty name, num_workers < 1, a timeout that
+  // is not a positive number. (PythonRewardFunction also refuses an empty path and reward_kwargs that
+  // are not an object.)
   void validate() const;
 };
 

@@ -21,16 +21,8 @@ engine::EngineConfig rollout_layout(const RolloutSection& rollout) {
 }
 
 engine::rollout::RolloutConfig rollout_config(const RlConfig& config) {
-  const RolloutSection& r = config.actor_rollout_ref.rollout;
-  engine::rollout::RolloutConfig c;
-  c.block_size = r.block_size;
-  c.kv_cache_bytes = r.kv_cache_bytes;
-  c.gpu_memory_utilization = r.gpu_memory_utilization;
+  engine::rollout::RolloutConfig c = config.actor_rollout_ref.rollout.engine;
   c.device_memory_bytes = int64_t(config.resources.device_memory_gb * double(int64_t(1) << 30));
-  c.enable_prefix_caching = r.enable_prefix_caching;
-  c.limits.max_num_seqs = r.max_num_seqs;
-  c.limits.max_num_batched_tokens = r.max_num_batched_tokens;
-  c.limits.enable_chunked_prefill = r.enable_chunked_prefill;
   c.limits.max_model_len = config.prompt_length() + config.response_length();
   return c;
 }
@@ -108,14 +100,16 @@ HybridEngine::HybridEngine(const RlConfig& config, const model::ModelConfig& mod
   if (ranks(Role::actor).member())
     actor_ = std::make_unique<engine::TrainEngine>(a.megatron, with_total_steps(a.optim, config), model_config,
                                                    kernels_, parallel(Role::actor), tracker, capacities.actor);
+  // The rollout is the actor's ranks with the actor's TP and compute dtype: it reads the actor's weights
+  // in place, so the sync copies nothing and no second copy is resident. Decided from the config alone, the
+  // same on every rank (the trainer's sync decision is collective).
+  const DType rollout_dtype = engine::EngineConfig{.dtype = r.dtype}.compute_dtype();
+  const bool shares_actor_weights = ranks(Role::actor).contains(ranks(Role::rollout)) &&
+                                    ranks(Role::rollout).contains(ranks(Role::actor)) &&
+                                    r.tensor_model_parallel_size == a.megatron.tensor_model_parallel_size &&
+                                    rollout_dtype == a.megatron.compute_dtype();
+  drops_rollout_copy_ = !shares_actor_weights && weight_sync_.colocated() && r.free_cache_engine;
   if (ranks(Role::rollout).member()) {
-    const DType rollout_dtype = engine::EngineConfig{.dtype = r.dtype}.compute_dtype();
-    // The rollout is the actor's ranks with the actor's TP and compute dtype: it reads the actor's weights
-    // in place, so the sync copies nothing and no second copy is resident.
-    const bool shares_actor_weights = actor_ && ranks(Role::actor).contains(ranks(Role::rollout)) &&
-                                      ranks(Role::rollout).contains(ranks(Role::actor)) &&
-                                      r.tensor_model_parallel_size == a.megatron.tensor_model_parallel_size &&
-                                      rollout_dtype == actor_->compute_dtype();
     rollout_ = std::make_unique<engine::rollout::RolloutEngine>(
         model_config, rollout_dtype, rollout_config(config), rollout_kernels_, parallel(Role::rollout), tracker,
         shares_actor_weights ? &actor_->compute_weights() : nullptr);
@@ -152,6 +146,10 @@ bool HybridEngine::runs(Role role) const {
 
 void HybridEngine::enter_generate() {
   if (!rollout_) return;
+  // Checked before the KV cache comes back, so a refused generation leaves the engine as it was.
+  if (rollout_->weights_dropped())
+    throw Error("rollout: generate on dropped weights (training dropped the rollout's own copy; sync_weights "
+                "rebuilds it)");
   // Weights read in place must be on the device and complete (the actor may have offloaded them).
   if (rollout_->shares_weights()) (void)actor_->compute_weights();
   if (config_.actor_rollout_ref.rollout.free_cache_engine) rollout_->resume();
@@ -184,11 +182,8 @@ void HybridEngine::leave_update_critic() {
   if (critic_) critic_->offload(engine::configured_offload(config_.critic.megatron));
 }
 
-void HybridEngine::enter_update_actor() {
-  engine::rollout::RolloutEngine* rollout = rollout_.get();
-  if (rollout && !rollout->shares_weights() && weight_sync_.colocated() &&
-      config_.actor_rollout_ref.rollout.free_cache_engine)
-    rollout->drop_weights();
+void HybridEngine::enter_training() {
+  if (drops_rollout_copy_ && rollout_ && !rollout_->weights_dropped()) rollout_->drop_weights();
 }
 
 Metrics HybridEngine::sync_weights() {

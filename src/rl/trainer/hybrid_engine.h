@@ -15,14 +15,14 @@
 //   enter_generate       the KV cache is allocated (free_cache_engine); weights the rollout reads in place
 //                        are onloaded and complete
 //   leave_generate       the KV cache is released (free_cache_engine): training gets the memory
+//   enter_training       the step's generations are done (each training-side pass and update calls it): a
+//                        rollout colocated with the actor that keeps its own weight copy drops it
+//                        (free_cache_engine, drops_rollout_copy) until sync_weights rewrites every weight
 //   leave_log_prob       the actor is idle until its update: its weights (param_offload) and activations
 //   leave_ref            the reference: what its megatron block offloads
 //   leave_reward_model   the reward model: what its megatron block offloads
 //   leave_values         the critic is idle until its update: its weights and activations
 //   leave_update_critic  the critic is idle until the next values pass: everything it offloads
-//   enter_update_actor   a rollout colocated with the actor that keeps its own weight copy drops it
-//                        (free_cache_engine): the update is where training's memory peaks, and the sync
-//                        that follows every actor update rewrites every weight
 //   sync_weights         the actor's weights into the rollout (weight_sync.h; nothing is copied when the
 //                        rollout reads them in place), then the actor is idle until the next old-log-prob
 //                        pass: everything it offloads
@@ -100,7 +100,10 @@ class HybridEngine {
   void leave_reward_model();
   void leave_values();
   void leave_update_critic();
-  void enter_update_actor();
+  void enter_training();
+  // Whether enter_training drops the rollout's own weight copy, so a sync must come before the next
+  // generation even when the actor did not change (critic warmup). The same on every rank.
+  bool drops_rollout_copy() const { return drops_rollout_copy_; }
   // Collective over the world. Returns perf/update_weights_bytes (received over the network, all ranks) and
   // rollout/weights_checksum.
   Metrics sync_weights();
@@ -117,6 +120,7 @@ class HybridEngine {
   std::unique_ptr<engine::TrainEngine> critic_;
   std::unique_ptr<engine::InferEngine> reward_model_;
   WeightSync weight_sync_;
+  bool drops_rollout_copy_ = false;
 };
 
 // The critic's model folder: critic.model.path's (a *ForTokenClassification folder is a critic already;

@@ -62,15 +62,6 @@ void require_one_of(const std::string& key, const std::string& value, const std:
   throw ConfigError(key, fmt::format("'{}': expected {}{}", value, fmt::join(allowed, " or "), why));
 }
 
-// Sampling parameters of the rollout (`prefix` is rollout or rollout.val_kwargs).
-void check_sampling(const std::string& prefix, double temperature, double top_p, int64_t top_k, int64_t n) {
-  if (!(temperature >= 0))
-    throw ConfigError(prefix + ".temperature", fmt::format("must be >= 0 (0: greedy), got {}", temperature));
-  if (!(top_p > 0 && top_p <= 1)) throw ConfigError(prefix + ".top_p", fmt::format("must be in (0, 1], got {}", top_p));
-  if (top_k < -1) throw ConfigError(prefix + ".top_k", fmt::format("must be >= 1, or -1 for off, got {}", top_k));
-  if (n < 1) throw ConfigError(prefix + ".n", fmt::format("must be >= 1 response per prompt, got {}", n));
-}
-
 void check_algorithm(const AlgorithmConfig& algorithm) {
   rekeyed("algorithm.adv_estimator", [&] { rl::find_advantage_estimator(algorithm.adv_estimator); });
 }
@@ -88,12 +79,12 @@ void check_batch_sizes(const RlConfig& c) {
                                   "whole mini-batches, so expected a divisor of {}",
                                   mini, batch, batch));
   require_positive("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", actor.ppo_micro_batch_size_per_gpu);
-  const int64_t responses = mini * c.actor_rollout_ref.rollout.n;
+  const int64_t responses = mini * c.actor_rollout_ref.rollout.sampling.n;
   if (actor.ppo_micro_batch_size_per_gpu && responses % *actor.ppo_micro_batch_size_per_gpu != 0)
     throw ConfigError("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
                       fmt::format("{} does not divide a mini-batch's {} responses (ppo_mini_batch_size {} x "
                                   "rollout.n {})",
-                                  *actor.ppo_micro_batch_size_per_gpu, responses, mini, c.actor_rollout_ref.rollout.n));
+                                  *actor.ppo_micro_batch_size_per_gpu, responses, mini, c.actor_rollout_ref.rollout.sampling.n));
   require_positive("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
                    c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu);
   // By tokens, every response (prompt + response) must fit one micro-batch (verl asserts the same).
@@ -120,8 +111,6 @@ void check_critic(const RlConfig& c) {
                       fmt::format("{} is below the longest sequence, {} tokens: with use_dynamic_bsz every sequence "
                                   "must fit one micro-batch",
                                   c.critic.ppo_max_token_len_per_gpu, c.prompt_length() + c.response_length()));
-  if (!(c.critic.cliprange_value >= 0))
-    throw ConfigError(at + "cliprange_value", fmt::format("must be >= 0, got {}", c.critic.cliprange_value));
   const int64_t batch = c.data.train_batch_size;
   const int64_t mini = c.critic_ppo_mini_batch_size();
   require_positive(at + "ppo_mini_batch_size", mini);
@@ -132,12 +121,12 @@ void check_critic(const RlConfig& c) {
                                   mini, batch, batch));
   const std::optional<int64_t> micro = c.critic.ppo_micro_batch_size_per_gpu;
   require_positive(at + "ppo_micro_batch_size_per_gpu", micro);
-  const int64_t responses = mini * c.actor_rollout_ref.rollout.n;
+  const int64_t responses = mini * c.actor_rollout_ref.rollout.sampling.n;
   if (micro && responses % *micro != 0)
     throw ConfigError(at + "ppo_micro_batch_size_per_gpu",
                       fmt::format("{} does not divide a mini-batch's {} responses (ppo_mini_batch_size {} x "
                                   "rollout.n {})",
-                                  *micro, responses, mini, c.actor_rollout_ref.rollout.n));
+                                  *micro, responses, mini, c.actor_rollout_ref.rollout.sampling.n));
 }
 
 void check_actor(const ActorSection& actor) {
@@ -145,26 +134,6 @@ void check_actor(const ActorSection& actor) {
   require_one_of(at + "strategy", actor.strategy, {"megatron"}, " (rlforge's TrainEngine; fsdp is not available)");
   require_positive(at + "ppo_epochs", actor.ppo_epochs);
   require_positive(at + "ppo_max_token_len_per_gpu", actor.ppo_max_token_len_per_gpu);
-}
-
-void check_rollout(const RolloutSection& rollout) {
-  const std::string at = "actor_rollout_ref.rollout.";
-  require_one_of(at + "name", rollout.name, {"rlforge"},
-                 " (rlforge's own engine; vllm, sglang and trtllm are not available here)");
-  require_one_of(at + "dtype", rollout.dtype, {"bfloat16", "float32"});
-  check_sampling("actor_rollout_ref.rollout", rollout.temperature, rollout.top_p, rollout.top_k, rollout.n);
-  const ValKwargs& val = rollout.val_kwargs;
-  check_sampling("actor_rollout_ref.rollout.val_kwargs", val.temperature, val.top_p, val.top_k, val.n);
-  if (!(rollout.gpu_memory_utilization > 0 && rollout.gpu_memory_utilization <= 1))
-    throw ConfigError(at + "gpu_memory_utilization",
-                      fmt::format("must be in (0, 1], got {}", rollout.gpu_memory_utilization));
-  require_positive(at + "kv_cache_bytes", rollout.kv_cache_bytes);
-  require_positive(at + "block_size", rollout.block_size);
-  require_positive(at + "tensor_model_parallel_size", rollout.tensor_model_parallel_size);
-  require_positive(at + "max_num_batched_tokens", rollout.max_num_batched_tokens);
-  require_positive(at + "max_num_seqs", rollout.max_num_seqs);
-  require_positive(at + "prompt_length", rollout.prompt_length);
-  require_positive(at + "response_length", rollout.response_length);
 }
 
 // Rewards come from the rule scorer of each row's data_source; a built-in task's data_source is its
@@ -229,8 +198,6 @@ void check_reward_model(const RewardModelSection& rm) {
 }
 
 void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
-  for (const std::string& name : trainer.logger)
-    require_one_of("trainer.logger", name, {"console", "jsonl"}, " (wandb, tensorboard, ... are not available)");
   require_one_of("trainer.device", trainer.device, {"cpu"}, " (rlforge runs on the CPU)");
   if (trainer.resume_mode == ResumeMode::resume_path &&
       (!trainer.resume_from_path || trainer.resume_from_path->find("global_step_") == std::string::npos))
@@ -261,20 +228,23 @@ void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
 
 }  // namespace
 
+void RolloutSection::validate() const {
+  require_one_of("name", name, {"rlforge"}, " (rlforge's own engine; vllm, sglang and trtllm are not available here)");
+  require_one_of("dtype", dtype, {"bfloat16", "float32"});
+  sampling.validate();
+  engine.validate();
+  require_positive("tensor_model_parallel_size", tensor_model_parallel_size);
+  require_positive("prompt_length", prompt_length);
+  require_positive("response_length", response_length);
+}
+
 void RlConfig::validate() const {
   if (!actor_rollout_ref.hybrid_engine)
     throw ConfigError("actor_rollout_ref.hybrid_engine",
                       "false: expected true (rlforge places roles on ranks with actor_rollout_ref.<role>.device_mapping)");
   require_one_of("actor_rollout_ref.ref.strategy", actor_rollout_ref.ref.strategy, {"megatron"});
-  if (custom_reward_function.num_workers < 1)
-    throw ConfigError("custom_reward_function.num_workers",
-                      fmt::format("must be >= 1, got {}", custom_reward_function.num_workers));
-  if (!(custom_reward_function.timeout_s > 0))
-    throw ConfigError("custom_reward_function.timeout_s",
-                      fmt::format("must be positive, got {}", custom_reward_function.timeout_s));
   check_algorithm(algorithm);
   check_actor(actor_rollout_ref.actor);
-  check_rollout(actor_rollout_ref.rollout);
   check_batch_sizes(*this);
   if (algorithm.adv_estimator == "gae" && !uses_critic())
     throw ConfigError("critic.enable", "false, but algorithm.adv_estimator gae needs the critic's values: enable it "
@@ -308,21 +278,17 @@ rl::OverlongBufferConfig RlConfig::overlong_buffer() const {
   }
   const DapoRewardKwargs kwargs =
       has_kwargs ? config::bind<DapoRewardKwargs>(reward_model.reward_kwargs, key) : DapoRewardKwargs{};
-  const OverlongBufferSection& b = kwargs.overlong_buffer_cfg;
-  if (!b.enable) return {};
-  const std::string at = key + ".overlong_buffer_cfg.";
-  if (b.len <= 0) throw ConfigError(at + "len", fmt::format("must be positive, got {}", b.len));
-  if (!(b.penalty_factor >= 0))
-    throw ConfigError(at + "penalty_factor", fmt::format("must be >= 0, got {}", b.penalty_factor));
+  rl::OverlongBufferConfig buffer = kwargs.overlong_buffer_cfg;
+  if (!buffer.enable) return {};
   if (!kwargs.max_resp_len)
     throw ConfigError(key + ".max_resp_len", "required with overlong_buffer_cfg.enable (verl: max_resp_len must be "
                                              "provided): the response length the buffer ends at");
-  if (*kwargs.max_resp_len < b.len)
+  if (*kwargs.max_resp_len < buffer.len)
     throw ConfigError(key + ".max_resp_len", fmt::format("{} is below overlong_buffer_cfg.len {}: the buffer is its "
                                                          "last tokens",
-                                                         *kwargs.max_resp_len, b.len));
-  return {.enable = true, .len = b.len, .penalty_factor = b.penalty_factor, .log = b.log,
-          .max_resp_len = *kwargs.max_resp_len};
+                                                         *kwargs.max_resp_len, buffer.len));
+  buffer.max_resp_len = *kwargs.max_resp_len;
+  return buffer;
 }
 
 std::string RlConfig::run_dir() const {

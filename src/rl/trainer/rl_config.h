@@ -24,13 +24,17 @@
 #include "config/path_list.h"
 #include "core/error.h"
 #include "engine/engine_config.h"
+#include "engine/rollout/rollout_config.h"
+#include "engine/rollout/rollout_request.h"
 #include "optim/optim_config.h"
 #include "rl/actor_loss.h"
 #include "rl/agg_loss.h"
+#include "rl/critic_loss.h"
 #include "rl/kl_controller.h"
 #include "rl/kl_penalty.h"
 #include "rl/rewards/overlong_penalty.h"
 #include "rl/rewards/python_reward_pool.h"
+#include "trainer/run_keys.h"
 
 namespace rf::rl {
 
@@ -40,11 +44,8 @@ constexpr std::array<std::pair<Truncation, std::string_view>, 4> enum_names(Trun
   return {{{Truncation::error, "error"}, {Truncation::left, "left"}, {Truncation::right, "right"}, {Truncation::middle, "middle"}}};
 }
 
-// trainer.resume_mode: the latest checkpoint of the run folder, none, or resume_from_path.
-enum class ResumeMode : uint8_t { automatic, disable, resume_path };
-constexpr std::array<std::pair<ResumeMode, std::string_view>, 3> enum_names(ResumeMode) {
-  return {{{ResumeMode::automatic, "auto"}, {ResumeMode::disable, "disable"}, {ResumeMode::resume_path, "resume_path"}}};
-}
+using trainer::Logger;
+using trainer::ResumeMode;
 
 // reward_model.reward_manager: the score as given, or with DAPO's overlong penalty.
 enum class RewardManager : uint8_t { naive, dapo };
@@ -119,22 +120,20 @@ struct RefSection {  // actor_rollout_ref.ref
   }
 };
 
-struct ValKwargs {  // actor_rollout_ref.rollout.val_kwargs
-  int64_t top_k = -1;
-  double top_p = 1.0;
-  double temperature = 0.0;
-  int64_t n = 1;
-  bool do_sample = false;
+// verl's rollout.val_kwargs defaults: one greedy response per prompt.
+inline engine::rollout::RolloutSamplingParams validation_sampling_defaults() {
+  engine::rollout::RolloutSamplingParams sampling;
+  sampling.temperature = 0.0;
+  sampling.do_sample = false;
+  return sampling;
+}
 
-  template <class Fields>
-  void fields(Fields& f) {
-    f("top_k", top_k, "validation top-k (-1: off)");
-    f("top_p", top_p, "validation top-p");
-    f("temperature", temperature, "validation temperature (0: greedy)");
-    f("n", n, "validation samples per prompt (mean@n)");
-    f("do_sample", do_sample, "sample in validation (false: greedy)");
-  }
-};
+// verl's rollout defaults for the engine where they differ from the engine's own (prefix caching on).
+inline engine::rollout::RolloutConfig rollout_engine_defaults() {
+  engine::rollout::RolloutConfig engine;
+  engine.enable_prefix_caching = true;
+  return engine;
+}
 
 struct CheckpointEngineSection {  // actor_rollout_ref.rollout.checkpoint_engine: the weight sync (weight_sync.h)
   std::string backend = "naive";
@@ -160,62 +159,42 @@ struct CheckpointEngineSection {  // actor_rollout_ref.rollout.checkpoint_engine
 struct RolloutSection {  // actor_rollout_ref.rollout
   std::string name = "rlforge";
   YAML::Node device_mapping;  // role_placement.h
-  double temperature = 1.0;
-  int64_t top_k = -1;
-  double top_p = 1.0;
-  bool do_sample = true;
-  int64_t n = 1;
+  engine::rollout::RolloutSamplingParams sampling;  // its keys spliced into this block, as verl keeps them
   std::optional<int64_t> prompt_length;    // null: data.max_prompt_length
   std::optional<int64_t> response_length;  // null: data.max_response_length
   std::string dtype = "float32";
-  double gpu_memory_utilization = 0.5;
-  std::optional<int64_t> kv_cache_bytes;
-  int64_t block_size = 16;
-  bool ignore_eos = false;
+  engine::rollout::RolloutConfig engine = rollout_engine_defaults();  // its keys spliced as well
   bool free_cache_engine = true;
   int64_t tensor_model_parallel_size = 1;
-  int64_t max_num_batched_tokens = 8192;
-  int64_t max_num_seqs = 256;
-  bool enable_chunked_prefill = true;
-  bool enable_prefix_caching = true;
   std::optional<int64_t> log_prob_micro_batch_size_per_gpu;
   bool calculate_log_probs = true;
-  ValKwargs val_kwargs;
+  engine::rollout::RolloutSamplingParams val_kwargs = validation_sampling_defaults();
   CheckpointEngineSection checkpoint_engine;
 
   template <class Fields>
   void fields(Fields& f) {
     f("name", name, "rollout engine: rlforge (rlforge's paged, continuously batching RolloutEngine)");
-    f("temperature", temperature, "sampling temperature");
-    f("top_k", top_k, "top-k (-1: off)");
-    f("top_p", top_p, "top-p");
-    f("do_sample", do_sample, "sample (false: greedy)");
-    f("n", n, "responses per prompt");
+    sampling.fields(f);
+    f("ignore_eos", sampling.ignore_eos, "keep generating after eos");
     f("prompt_length", prompt_length, "max prompt tokens (null: data.max_prompt_length)");
     f("response_length", response_length, "max response tokens (null: data.max_response_length)");
     f("dtype", dtype, "rlforge default float32: rollout compute dtype, bfloat16 or float32");
-    f("gpu_memory_utilization", gpu_memory_utilization,
-      "fraction of resources.device_memory_gb for the KV cache when kv_cache_bytes is null");
-    f("kv_cache_bytes", kv_cache_bytes, "rlforge: KV cache size in bytes (wins over gpu_memory_utilization)");
-    f("block_size", block_size, "rlforge: tokens per KV cache block");
-    f("ignore_eos", ignore_eos, "keep generating after eos");
+    engine.fields(f);
     f("free_cache_engine", free_cache_engine,
       "release the KV cache while the actor trains, and a colocated rollout's own weight copy (one of another "
-      "TP size or dtype than the actor's) while the actor updates");
+      "TP size or dtype than the actor's) from generation to the next weight sync");
     f("tensor_model_parallel_size", tensor_model_parallel_size, "rlforge default 1: the rollout's own TP size");
     f("device_mapping", device_mapping,
       "rlforge (ROLL's device_mapping): this role's world ranks, a list or 'list(range(a,b))' (null: every rank)");
-    f("max_num_batched_tokens", max_num_batched_tokens, "tokens per engine step (prefill chunks + decodes)");
-    f("max_num_seqs", max_num_seqs, "sequences running at once");
-    f("enable_chunked_prefill", enable_chunked_prefill, "split long prompts over steps");
-    f("enable_prefix_caching", enable_prefix_caching, "reuse identical prompt prefixes across requests");
     f("log_prob_micro_batch_size_per_gpu", log_prob_micro_batch_size_per_gpu,
       "responses per forward of the old-log-prob pass (null: the actor's micro-batch)");
     f("calculate_log_probs", calculate_log_probs,
       "rlforge default true: return the rollout's log-probs (logged against the recomputed old log-probs)");
-    f("val_kwargs", val_kwargs, "sampling in validation");
+    f("val_kwargs", val_kwargs, "sampling in validation (ignore_eos: the rollout's)");
     f("checkpoint_engine", checkpoint_engine, "how the actor's weights reach the rollout after each update");
   }
+  // ConfigError keyed relative to this block: the sampling's and the engine's own rules, then this block's.
+  void validate() const;
 };
 
 struct ActorRolloutRefSection {
@@ -266,7 +245,7 @@ struct CriticSection {  // critic: the value model of algorithm.adv_estimator ga
   std::optional<int64_t> ppo_epochs;                    // null: the actor's
   std::optional<bool> shuffle;                          // null: the actor's
   std::optional<uint64_t> data_loader_seed;             // null: the actor's
-  double cliprange_value = 0.5;
+  rl::CriticLossConfig loss;                            // its keys spliced into this block (critic_loss.h)
   std::optional<rl::AggMode> loss_agg_mode;             // null: the actor's
   engine::EngineConfig megatron;
 
@@ -287,12 +266,13 @@ struct CriticSection {  // critic: the value model of algorithm.adv_estimator ga
     f("ppo_epochs", ppo_epochs, "passes over each step's batch (null: the actor's)");
     f("shuffle", shuffle, "shuffle the responses before cutting mini-batches, each epoch (null: the actor's)");
     f("data_loader_seed", data_loader_seed, "seed of the mini-batch shuffle (null: the actor's)");
-    f("cliprange_value", cliprange_value, "value clip: the new values stay within this of the values at rollout");
+    loss.fields(f);
     f("loss_agg_mode", loss_agg_mode, "aggregation of the value loss (null: the actor's)");
     f("megatron", megatron, "the critic's engine: parallel layout, dtype, offload (each key not set: the actor's)");
     f("device_mapping", device_mapping,
       "rlforge (ROLL's device_mapping): the critic's world ranks (null: the actor's)");
   }
+  void validate() const { loss.validate(); }
 };
 
 struct RewardModelModelConfig {  // reward_model.model
@@ -310,23 +290,8 @@ struct RewardModelModelConfig {  // reward_model.model
   }
 };
 
-struct OverlongBufferSection {  // reward_model.reward_kwargs.overlong_buffer_cfg (reward_manager dapo)
-  bool enable = false;
-  int64_t len = 0;
-  double penalty_factor = 1.0;
-  bool log = false;
-
-  template <class Fields>
-  void fields(Fields& f) {
-    f("enable", enable, "penalise responses that run into the last `len` tokens of max_resp_len");
-    f("len", len, "the buffer's tokens");
-    f("penalty_factor", penalty_factor, "the penalty of a response of max_resp_len tokens");
-    f("log", log, "the penalty as reward extras overlong_reward and overlong (in the generation dumps)");
-  }
-};
-
 struct DapoRewardKwargs {  // reward_model.reward_kwargs of reward_manager dapo
-  OverlongBufferSection overlong_buffer_cfg;
+  rl::OverlongBufferConfig overlong_buffer_cfg;  // its max_resp_len is the one below
   std::optional<int64_t> max_resp_len;
 
   template <class Fields>
@@ -442,7 +407,7 @@ struct RlTrainerConfig {  // trainer
   std::optional<int64_t> total_training_steps;
   std::string project_name = "verl_examples";
   std::string experiment_name = "gsm8k";
-  std::vector<std::string> logger = {"console", "jsonl"};
+  std::vector<Logger> logger = {Logger::console, Logger::jsonl};
   int64_t nnodes = 1;
   int64_t n_gpus_per_node = 1;
   int64_t save_freq = -1;
@@ -511,23 +476,16 @@ struct ResourcesConfig {  // resources (DESIGN §9)
 
 struct CustomRewardFunctionSection {  // custom_reward_function: a user's verl-style reward file
   std::optional<std::string> path;
-  std::string name = "compute_score";
   YAML::Node reward_kwargs;  // a map of keyword arguments for the function (null: none)
-  int64_t num_workers = 2;
-  double timeout_s = 30;
-  rl::FailurePolicy on_error = rl::FailurePolicy::fail;
+  rl::PythonRewardConfig python;  // its keys spliced into this block (python_reward_pool.h)
 
   template <class Fields>
   void fields(Fields& f) {
     f("path", path, "a .py file defining the score function (null: the rule scorers by data_source)");
-    f("name", name, "the function: compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)");
+    python.fields(f);
     f("reward_kwargs", reward_kwargs, "extra keyword arguments passed to the function");
-    f("num_workers", num_workers, "rlforge: /usr/bin/python3 worker processes scoring in parallel");
-    f("timeout_s", timeout_s, "rlforge: seconds a sample may take; a worker past it is killed and replaced");
-    f("on_error", on_error,
-      "rlforge: a sample whose scorer raises, times out, crashes or returns a non-number: fail (the step stops "
-      "with the error) or zero (scores 0, counted in reward/num_failed)");
   }
+  void validate() const { python.validate(); }
 };
 
 struct RlConfig {

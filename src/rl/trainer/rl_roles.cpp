@@ -25,9 +25,10 @@ rl::ActorLossConfig actor_loss_config(const RlConfig& config) {
 }
 
 rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
-  return {.loss_agg_mode = config.critic_loss_agg_mode(),
-          .cliprange_value = config.critic.cliprange_value,
-          .max_response_length = config.response_length()};
+  rl::CriticLossConfig c = config.critic.loss;
+  c.loss_agg_mode = config.critic_loss_agg_mode();
+  c.max_response_length = config.response_length();
+  return c;
 }
 
 // A role's micro-batch cut: `micro` responses (null: its DP share of a mini-batch of
@@ -142,15 +143,9 @@ Metrics run_update(const RlBatch& batch, const std::vector<std::vector<int64_t>>
 
 engine::rollout::RolloutSamplingParams train_sampling(const RolloutSection& rollout, int64_t response_length,
                                                       uint64_t seed) {
-  engine::rollout::RolloutSamplingParams p;
-  p.temperature = rollout.temperature;
-  p.top_k = rollout.top_k;
-  p.top_p = rollout.top_p;
-  p.do_sample = rollout.do_sample;
-  p.n = rollout.n;
+  engine::rollout::RolloutSamplingParams p = rollout.sampling;
   p.max_tokens = response_length;
   p.seed = seed;
-  p.ignore_eos = rollout.ignore_eos;
   return p;
 }
 
@@ -164,12 +159,10 @@ engine::rollout::RolloutSamplingParams greedy_sampling(const RolloutSection& rol
 
 engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollout, int64_t response_length,
                                                     uint64_t seed) {
-  engine::rollout::RolloutSamplingParams p = train_sampling(rollout, response_length, seed);
-  p.temperature = rollout.val_kwargs.temperature;
-  p.top_k = rollout.val_kwargs.top_k;
-  p.top_p = rollout.val_kwargs.top_p;
-  p.do_sample = rollout.val_kwargs.do_sample;
-  p.n = rollout.val_kwargs.n;
+  engine::rollout::RolloutSamplingParams p = rollout.val_kwargs;
+  p.ignore_eos = rollout.sampling.ignore_eos;
+  p.max_tokens = response_length;
+  p.seed = seed;
   return p;
 }
 
@@ -186,7 +179,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   const ActorSection& a = config.actor_rollout_ref.actor;
   const RolloutSection& r = config.actor_rollout_ref.rollout;
   const std::vector<int>& critic_ranks = placement.critic.empty() ? placement.actor : placement.critic;
-  actor_batching_ = role_batching(a.ppo_mini_batch_size * r.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
+  actor_batching_ = role_batching(a.ppo_mini_batch_size * r.sampling.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
                                   a.ppo_max_token_len_per_gpu,
                                   role_dp_size(placement.actor, world, a.megatron.tensor_model_parallel_size));
   const int64_t longest = config.prompt_length() + config.response_length();
@@ -205,7 +198,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   }
   if (config.uses_critic()) {
     critic_loss_.emplace(critic_loss_config(config));
-    critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.n, config.critic.ppo_micro_batch_size_per_gpu,
+    critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.sampling.n, config.critic.ppo_micro_batch_size_per_gpu,
                                      config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
                                      role_dp_size(critic_ranks, world, config.critic.megatron.tensor_model_parallel_size));
     capacities.critic = engine_capacity(critic_batching_, critic_batching_.responses, longest);
@@ -260,6 +253,7 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
 
 void RlRoles::run_pass(Role role, DispatchMode mode, RlBatch& batch, const RlBatch& split_by, const PassOutputs& outputs,
                        const std::function<void(const std::vector<int64_t>&)>& compute) {
+  hybrid_->enter_training();
   const RoleDispatch dispatch(mode, hybrid_->parallel(role), hybrid_->runs(role));
   const std::vector<int64_t> all = iota(int64_t(split_by.size()));
   const std::vector<int64_t> mine = dispatch.chunk(split_by, all, balance_batch_);
@@ -346,8 +340,9 @@ void RlRoles::compute_values(RlBatch& batch) {
 // metrics are collected from the role's first rank.
 Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
   Metrics metrics;
+  hybrid_->enter_training();
   if (hybrid_->critic()) {
-    const int64_t mini_batch = config_.critic_ppo_mini_batch_size() * config_.actor_rollout_ref.rollout.n;
+    const int64_t mini_batch = config_.critic_ppo_mini_batch_size() * config_.actor_rollout_ref.rollout.sampling.n;
     const UpdatePass pass{*hybrid_->critic(),
                           hybrid_->parallel(Role::critic).dp(),
                           std::cref(*critic_loss_),
@@ -371,10 +366,10 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
 
 Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
   Metrics metrics;
-  hybrid_->enter_update_actor();
+  hybrid_->enter_training();
   if (hybrid_->actor()) {
     const ActorSection& a = config_.actor_rollout_ref.actor;
-    const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.n;
+    const int64_t mini_batch = a.ppo_mini_batch_size * config_.actor_rollout_ref.rollout.sampling.n;
     const bool with_entropy = a.loss.entropy_coeff != 0 || a.calculate_entropy;
     const UpdatePass pass{*hybrid_->actor(),
                           hybrid_->parallel(Role::actor).dp(),

@@ -5,7 +5,8 @@
 // model (InferEngine over a one-label sequence classifier), all on every rank of the world. Each method is
 // one stage of the step, a collective over the ranks, with its dispatch mode (role_dispatch.h):
 //   generate          MEGATRON_PP_AS_DP  gen: n responses per prompt (the KV cache is resumed for it and, with
-//                                        free_cache_engine, released afterwards)
+//                                        free_cache_engine, released afterwards; every later stage enters
+//                                        training, where a rollout's own weight copy is dropped until the sync)
 //   compute_rm_scores MEGATRON_COMPUTE   each response's score: the reward model's output at its last token
 //   compute_log_prob  MEGATRON_COMPUTE   old_log_prob (+ entropy) with the actor, at the rollout temperature
 //   compute_ref       MEGATRON_COMPUTE   ref_log_prob with the reference
@@ -90,9 +91,8 @@ class RlRoles {
   // Returns the critic's metrics (critic/vf_loss, vf_clipfrac, vpred_mean averaged over mini-batches) and
   // critic/grad_norm, critic/lr. Reads values and returns.
   Metrics update_critic(RlBatch& batch, int64_t step);
-  // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr. A colocated
-  // rollout with its own weight copy may drop it (HybridEngine::enter_update_actor): sync_weights must follow
-  // before the next generation.
+  // Returns the actor's metrics (averaged over mini-batches) and actor/grad_norm, actor/lr. sync_weights must
+  // follow before the next generation (and after any stage above when drops_rollout_copy()).
   Metrics update_actor(RlBatch& batch, int64_t step);
   // Returns perf/update_weights_bytes (received over the network, all ranks) and rollout/weights_checksum.
   Metrics sync_weights();
@@ -112,6 +112,9 @@ class RlRoles {
   }
   bool has_critic() const { return critic_loss_.has_value(); }
   bool has_reward_model() const { return config_.reward_model.enable; }
+  // Whether the stages after generate drop the rollout's own weight copy (HybridEngine::enter_training), so
+  // that a step syncs even when the actor did not update (critic warmup). The same on every rank.
+  bool drops_rollout_copy() const { return hybrid_->drops_rollout_copy(); }
   // Whether this rank's rollout reads the actor's weights in place (no copy, no second resident copy).
   bool rollout_shares_actor_weights() const { return hybrid_->rollout() && hybrid_->rollout()->shares_weights(); }
   // The actor's engine and its context: only on the actor's ranks (in_actor()).

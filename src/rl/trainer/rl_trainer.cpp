@@ -61,14 +61,10 @@ trainer::RunTokenizer make_tokenizer(const RlConfig& config, const model::HfMode
 std::unique_ptr<rl::RewardFunction> make_reward_function(const RlConfig& config, const PromptSource& prompts) {
   const CustomRewardFunctionSection& c = config.custom_reward_function;
   if (c.path) {
-    rl::PythonRewardConfig python;
+    rl::PythonRewardConfig python = c.python;
     python.path = *c.path;
-    python.function_name = c.name;
     python.reward_kwargs = c.reward_kwargs.IsDefined() && !c.reward_kwargs.IsNull() ? config::yaml_to_json(c.reward_kwargs)
                                                                                     : nlohmann::json::object();
-    python.num_workers = int(c.num_workers);
-    python.timeout_s = c.timeout_s;
-    python.on_error = c.on_error;
     return std::make_unique<rl::PythonRewardFunction>(std::move(python));
   }
   const bool validation_only = config.reward_model.enable;
@@ -224,7 +220,7 @@ Metrics mfu_metrics(const Metrics& timing, const RlBatch& batch, const RlBatch* 
   const double policy_forward = model::forward_flops(in.policy, lengths);
   // Generation: with prefix caching a group's prompt runs once, each response then continues from it.
   double generation = policy_forward;
-  if (c.actor_rollout_ref.rollout.enable_prefix_caching) {
+  if (c.actor_rollout_ref.rollout.engine.enable_prefix_caching) {
     generation = 0;
     std::set<int64_t> prefilled;
     for (const RlResponse& r : batch) {
@@ -495,17 +491,18 @@ Metrics RlTrainer::step(int64_t step) {
       m.insert(critic.begin(), critic.end());
     });
   // verl's critic warmup: before step critic_warmup only the critic trains (the actor, and so the
-  // rollout's weights, stay as they are).
-  if (config.trainer.critic_warmup <= step) {
+  // rollout's weights, stay as they are). A rollout whose own copy training dropped is rebuilt all the same.
+  const bool actor_trains = config.trainer.critic_warmup <= step;
+  if (actor_trains)
     timed("update_actor", [&] {
       const Metrics actor = roles.update_actor(batch, step);
       m.insert(actor.begin(), actor.end());
     });
+  if (actor_trains || roles.drops_rollout_copy())
     timed("update_weights", [&] {
       const Metrics sync = roles.sync_weights();
       m.insert(sync.begin(), sync.end());
     });
-  }
   const Metrics data = data_metrics(batch, config.prompt_length(), config.response_length());
   m.insert(data.begin(), data.end());
   if (rollout.calculate_log_probs) {
@@ -561,8 +558,8 @@ RlSummary RlTrainer::fit() {
                                        .time_budget_s = trainer.time_budget_s};
   const trainer::LoopOutput output{
       .run_dir = s.run_dir,
-      .console = trainer::has_logger(trainer.logger, "console"),
-      .jsonl = trainer::has_logger(trainer.logger, "jsonl"),
+      .console = trainer::has_logger(trainer.logger, trainer::Logger::console),
+      .jsonl = trainer::has_logger(trainer.logger, trainer::Logger::jsonl),
       .lead = s.lead,
       .console_keys = console_keys(s.config, s.prompts, s.roles.has_critic()),
       .plot = {{"score", {"critic/score/mean", "val-core/"}},

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/bind.h"
 #include "core/error.h"
 #include "core/stopwatch.h"
 #include "rl/rewards/gsm8k_reward.h"
@@ -296,13 +297,25 @@ TEST(PythonRewardPool, ConfigValuesAreChecked) {
   for (const auto& [key, spoil] : cases) {
     rl::PythonRewardConfig config = config_for("exact_match.py");
     spoil(config);
-    EXPECT_EQ(config_error_of([&] { config.validate(); }).first, key);
+    EXPECT_EQ(config_error_of([&] { rl::PythonRewardFunction{config}; }).first, key);
   }
-  EXPECT_EQ(rl::parse_failure_policy("zero"), rl::FailurePolicy::zero);
-  EXPECT_EQ(rl::parse_failure_policy("fail"), rl::FailurePolicy::fail);
-  const auto [key, message] = config_error_of([] { rl::parse_failure_policy("zer0"); });
+}
+
+TEST(PythonRewardPool, ConfigBindsVerlKeysAndOnErrorByName) {
+  const auto bound = config::bind<rl::PythonRewardConfig>(
+      YAML::Load("{name: score, num_workers: 3, timeout_s: 1.5, on_error: zero}"), "custom_reward_function");
+  EXPECT_EQ(bound.function_name, "score");
+  EXPECT_EQ(bound.num_workers, 3);
+  EXPECT_EQ(bound.timeout_s, 1.5);
+  EXPECT_EQ(bound.on_error, rl::FailurePolicy::zero);
+  const auto [key, message] = config_error_of(
+      [] { config::bind<rl::PythonRewardConfig>(YAML::Load("{on_error: zer0}"), "custom_reward_function"); });
   EXPECT_EQ(key, "custom_reward_function.on_error");
   EXPECT_TRUE(contains(message, "'zero'")) << message;
+  EXPECT_EQ(config_error_of([] {
+              config::bind<rl::PythonRewardConfig>(YAML::Load("{num_workers: 0}"), "custom_reward_function");
+            }).first,
+            "custom_reward_function.num_workers");
 }
 
 TEST(PythonRewardPool, VerlStyleGsm8kFileAgreesWithTheGsm8kRuleScorer) {

@@ -23,9 +23,9 @@ RlConfig grpo_config(std::optional<int64_t> log_prob_micro_batch) {
   c.actor_rollout_ref.ref.megatron.dtype = "float32";
   c.critic.megatron.dtype = "float32";
   c.reward_model.megatron.dtype = "float32";
-  c.actor_rollout_ref.rollout.n = 2;
+  c.actor_rollout_ref.rollout.sampling.n = 2;
   c.actor_rollout_ref.rollout.dtype = "float32";
-  c.actor_rollout_ref.rollout.kv_cache_bytes = 1 << 20;
+  c.actor_rollout_ref.rollout.engine.kv_cache_bytes = 1 << 20;
   c.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = log_prob_micro_batch;
   c.trainer.total_training_steps = 1;
   c.trainer.deterministic = true;

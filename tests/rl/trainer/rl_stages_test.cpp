@@ -17,6 +17,7 @@
 #include "engine/infer_engine.h"
 #include "kernels/gemm_choice.h"
 #include "rl_roles_fixture.h"
+#include "support/test_support.h"
 #include "support/scratch_folder.h"
 
 namespace rf::rl {
@@ -363,6 +364,36 @@ TEST_F(RlStages, ARolloutWithItsOwnWeightsSamplesFromTheNewOnesAfterTheSync) {
   const double synced_gap = rollout_gap(roles, synced);
   EXPECT_LT(synced_gap, 2 * initial_gap);
   EXPECT_LT(synced_gap, stale_gap / 4);
+}
+
+// Colocated, a rollout with its own (bf16) copy drops it at the first stage after generation, not only
+// for the actor's update: its device bytes go back for every training-side pass, generation is refused
+// until a sync rebuilds the copy, and the trainer syncs in critic-warmup steps too (drops_rollout_copy).
+TEST_F(RlStages, ARolloutsOwnCopyIsDroppedFromTheFirstTrainingStageUntilTheSync) {
+  RlConfig config = grpo_config();
+  config.actor_rollout_ref.rollout.dtype = "bfloat16";
+  RlRoles roles(config, tiny_model(), world_, tracker_);
+  ASSERT_TRUE(roles.drops_rollout_copy());
+  roles.actor().init_random_weights(3);
+  roles.sync_weights();
+  const std::vector<RlPrompt> prompts = four_prompts();
+  const int64_t eos[] = {kEos};
+  (void)roles.generate(prompts, 100, sampling(config), eos, kNumCandidates);
+  const int64_t with_copy = tracker_.current(MemoryTier::device, MemoryCategory::params);
+  RlBatch batch = eight_responses();
+  roles.compute_log_prob(batch);
+  const int64_t rollout_copy_bytes = 2 * roles.actor().compute_weights().layout().total_numel();  // bf16
+  EXPECT_EQ(with_copy - tracker_.current(MemoryTier::device, MemoryCategory::params), rollout_copy_bytes);
+  rf::testing::expect_error_containing(
+      [&] { (void)roles.generate(prompts, 100, sampling(config), eos, kNumCandidates); }, "generate on dropped weights");
+  roles.sync_weights();
+  EXPECT_EQ(tracker_.current(MemoryTier::device, MemoryCategory::params), with_copy);
+  (void)roles.generate(prompts, 100, sampling(config), eos, kNumCandidates);
+
+  // Reading the actor's weights in place (f32, the actor's TP), nothing is dropped and no sync is forced.
+  RlConfig in_place = grpo_config();
+  RlRoles sharing(in_place, tiny_model(), world_, tracker_);
+  EXPECT_FALSE(sharing.drops_rollout_copy());
 }
 
 }  // namespace
