@@ -187,6 +187,19 @@ Shape CheckpointReader::global_shape(const std::string& component_name, const st
   return tensor(component_name, name).global_shape;
 }
 
+void CheckpointReader::expect_tensor(const std::string& component_name, const std::string& name,
+                                     const Shape& global_shape, DType dtype) const {
+  const TensorRecord& record = tensor(component_name, name);
+  if (record.global_shape != global_shape)
+    throw IoError(step_dir_, fmt::format("{}/{} was saved with shape {}, but the run's model has {}: the checkpoint "
+                                         "holds another model",
+                                         component_name, name, record.global_shape.to_string(), global_shape.to_string()));
+  for (const ShardRecord& shard : record.shards)
+    if (shard.dtype != dtype)
+      throw IoError(step_dir_, fmt::format("{}/{} was saved as {} (in {}), but the run holds it as {}", component_name,
+                                           name, dtype_name(shard.dtype), shard.file, dtype_name(dtype)));
+}
+
 void CheckpointReader::read_tensor(const std::string& component_name, const std::string& name, TensorView dst,
                                    const Shape& global_offset) const {
   RF_CHECK(!dst.empty(), "read_tensor '{}': the destination is an empty view", name);
@@ -255,6 +268,11 @@ void CheckpointReader::read_tensor(const std::string& component_name, const std:
                                          component_name, name, saved.to_string(), dst.shape().to_string()));
   }
   read_tensor(component_name, name, dst, origin);
+}
+
+bool CheckpointReader::has_json(const std::string& component_name, const std::string& name) const {
+  const auto it = manifest_.components.find(component_name);
+  return it != manifest_.components.end() && it->second.json_files.contains(name);
 }
 
 nlohmann::json CheckpointReader::read_json(const std::string& component_name, const std::string& name) const {

@@ -41,6 +41,11 @@ class CheckpointReader {
   // component, here and below; likewise for an unknown tensor or JSON document.
   std::vector<std::string> tensor_names(const std::string& component) const;
   Shape global_shape(const std::string& component, const std::string& name) const;
+  // IoError naming the step folder, the tensor and both values unless the saved tensor has `global_shape`
+  // and every shard of it `dtype`: a checkpoint of another model (fewer layers, a smaller hidden size) is
+  // refused before anything is read, never loaded as the top-left box of each tensor.
+  void expect_tensor(const std::string& component, const std::string& name, const Shape& global_shape,
+                     DType dtype) const;
 
   // Fills `dst` (any strides) with the region [global_offset, global_offset + dst.shape()) of the
   // saved tensor, from whichever shards overlap it. Converts between floating dtypes (f32 saved, bf16
@@ -53,6 +58,8 @@ class CheckpointReader {
   void read_tensor(const std::string& component, const std::string& name, TensorView dst) const;
 
   nlohmann::json read_json(const std::string& component, const std::string& name) const;
+  // Whether the step holds that JSON document (a later version may add documents an older step lacks).
+  bool has_json(const std::string& component, const std::string& name) const;
 
  private:
   const ComponentRecord& component(const std::string& component) const;

@@ -34,9 +34,11 @@ class IoError : public Error {
  public:
   IoError(std::string path, const std::string& what_went_wrong);
   const std::string& path() const { return path_; }
+  const std::string& detail() const { return detail_; }  // what went wrong, without the path
 
  private:
   std::string path_;
+  std::string detail_;
 };
 
 namespace core {

@@ -28,6 +28,22 @@ void read_all(const checkpoint::CheckpointReader& reader, const std::string& com
   for (const checkpoint::ShardedTensor& s : shards) reader.read_tensor(component, s.name, s.local, s.global_offset);
 }
 
+void expect_all(const checkpoint::CheckpointReader& reader, const std::string& component,
+                const std::vector<checkpoint::ShardedTensor>& shards) {
+  for (const checkpoint::ShardedTensor& s : shards)
+    reader.expect_tensor(component, s.name, s.global_shape, s.local.dtype());
+}
+
+// The saved model's config.json fields that differ from the run's, as "key saved -> run" (empty: none).
+std::string model_config_changes(const nlohmann::json& saved, const nlohmann::json& run) {
+  std::string changes;
+  for (const auto& [key, value] : run.items())
+    if (!saved.contains(key) || saved.at(key) != value)
+      changes += fmt::format("{}{} {} -> {}", changes.empty() ? "" : ", ", key,
+                             saved.contains(key) ? saved.at(key).dump() : "(absent)", value.dump());
+  return changes;
+}
+
 }  // namespace
 
 void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const {
@@ -69,11 +85,26 @@ void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, co
   onload_for(OffloadSet::all());  // it writes every part (the gradients are zeroed)
   complete_param_gather(master_.layout().total_numel());  // nothing may land on the loaded weights later
   const model::ParamLayout& layout = master_.layout();
-  read_all(reader, component, param_shards(layout, master_.flat(), "", TpReplicas::include));
-  read_all(reader, component, optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", TpReplicas::include));
-  read_all(reader, component,
-           optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", TpReplicas::include));
+  const auto params = param_shards(layout, master_.flat(), "", TpReplicas::include);
+  const auto exp_avg = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", TpReplicas::include);
+  const auto exp_avg_sq =
+      optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", TpReplicas::include);
+  // Everything is checked before anything is read, so a refused checkpoint leaves the engine as it was.
   const nlohmann::json state = reader.read_json(component, "engine_state");
+  try {
+    expect_all(reader, component, params);
+  } catch (const IoError& error) {
+    // Say which model keys differ when the saved config says so: the likely cause, in the user's terms.
+    const std::string changes =
+        state.contains("model_config") ? model_config_changes(state.at("model_config"), model_config_.to_json()) : "";
+    if (changes.empty()) throw;
+    throw IoError(reader.step_dir(), fmt::format("{} (model config saved -> run: {})", error.detail(), changes));
+  }
+  expect_all(reader, component, exp_avg);
+  expect_all(reader, component, exp_avg_sq);
+  read_all(reader, component, params);
+  read_all(reader, component, exp_avg);
+  read_all(reader, component, exp_avg_sq);
   try {
     optimizer_.set_num_steps(state.at("optimizer_steps").get<int64_t>());
     scheduler_.set_num_steps(state.at("scheduler_steps").get<int64_t>());

@@ -9,16 +9,24 @@
 
 namespace rf::trainer {
 
-MetricsLog::MetricsLog(std::string path, int64_t resume_step, std::vector<std::string> console_keys)
+MetricsLog::MetricsLog(std::string path, int64_t resume_step, std::vector<std::string> console_keys,
+                       const std::optional<nlohmann::json>& resumed_row)
     : path_(std::move(path)), console_keys_(std::move(console_keys)) {
-  if (path_.empty() || !std::filesystem::exists(path_)) return;
+  if (path_.empty()) return;
+  if (!std::filesystem::exists(path_) && !resumed_row) return;
   std::ifstream in(path_);
   std::string kept, line;
+  bool has_resumed_step = false;
   while (std::getline(in, line)) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (row.is_discarded() || !row.contains("step")) continue;  // a line cut by a crash mid-write
-    if (row["step"].get<int64_t>() <= resume_step) kept += line + "\n";
+    // A line cut by a crash mid-write, or not one of ours.
+    if (row.is_discarded() || !row.contains("step") || !row["step"].is_number_integer()) continue;
+    const int64_t step = row["step"].get<int64_t>();
+    if (step > resume_step || resume_step == 0) continue;  // a fresh run (no checkpoint) starts over
+    has_resumed_step = has_resumed_step || step == resume_step;
+    kept += line + "\n";
   }
+  if (resumed_row && !has_resumed_step) kept += resumed_row->dump() + "\n";
   formats::write_file_atomically(path_, kept);
 }
 

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "core/log.h"
 #include "core/stopwatch.h"
 #include "trainer/metrics_log.h"
@@ -20,6 +22,15 @@ nlohmann::json metrics_row(int64_t step, const Metrics& metrics) {
 }
 
 }  // namespace
+
+void add_metrics_row(checkpoint::CheckpointWriter& writer, const nlohmann::json& row) {
+  writer.add_json("trainer", "metrics_row", row);
+}
+
+std::optional<nlohmann::json> read_metrics_row(const checkpoint::CheckpointReader& reader) {
+  if (!reader.has_json("trainer", "metrics_row")) return std::nullopt;
+  return reader.read_json("trainer", "metrics_row");
+}
 
 void add_memory_metrics(Metrics& metrics, const MemoryTracker& tracker) {
   for (int t = 0; t < kNumMemoryTiers; ++t) {
@@ -37,9 +48,11 @@ void add_memory_metrics(Metrics& metrics, const MemoryTracker& tracker) {
 
 LoopSummary run_loop(Trainable& trainer, const LoopSchedule& schedule, const LoopOutput& output,
                      const MemoryTracker& tracker) {
-  const int64_t start_step = trainer.resume();
+  const Resumed resumed = trainer.resume();
+  const int64_t start_step = resumed.step;
   const std::string metrics_path = output.run_dir + "/metrics.jsonl";
-  MetricsLog metrics_log(output.jsonl && output.lead ? metrics_path : std::string(), start_step, output.console_keys);
+  MetricsLog metrics_log(output.jsonl && output.lead ? metrics_path : std::string(), start_step, output.console_keys,
+                         resumed.metrics_row);
   const bool console = output.console && output.lead;
   LoopSummary summary;
   summary.final_step = start_step;
@@ -71,12 +84,19 @@ LoopSummary run_loop(Trainable& trainer, const LoopSchedule& schedule, const Loo
         record(v);
         last = last || v.stop;
       });
-    if (schedule.save_freq > 0 && (last || step % schedule.save_freq == 0))
-      timed("save_checkpoint", [&] { trainer.save_checkpoint(step); });
-    const double seconds = step_clock.seconds();
-    m["timing_s/step"] = seconds;
-    trainer.finish_step(m, step, seconds);
-    add_memory_metrics(m, tracker);
+    // The row as it stands before the save goes into the checkpoint; the row logged below adds the save.
+    const auto complete = [&](Metrics& row) {
+      const double seconds = step_clock.seconds();
+      row["timing_s/step"] = seconds;
+      trainer.finish_step(row, step, seconds);
+      add_memory_metrics(row, tracker);
+    };
+    if (schedule.save_freq > 0 && (last || step % schedule.save_freq == 0)) {
+      Metrics before_save = m;
+      complete(before_save);
+      timed("save_checkpoint", [&] { trainer.save_checkpoint(step, metrics_row(step, before_save)); });
+    }
+    complete(m);
     metrics_log.write(metrics_row(step, m), console);
     summary.final_step = step;
     ++summary.steps_run;

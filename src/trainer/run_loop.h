@@ -6,6 +6,8 @@
 // step, a validation and a checkpoint are is the trainer's (Trainable).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -15,6 +17,11 @@
 
 #include "core/memory_tracker.h"
 #include "trainer/metrics_plot.h"
+
+namespace rf::checkpoint {
+class CheckpointReader;
+class CheckpointWriter;
+}  // namespace rf::checkpoint
 
 namespace rf::trainer {
 
@@ -26,14 +33,24 @@ struct Validation {
   bool stop = false;  // end the run after this step (with its checkpoint)
 };
 
+// Where a run continues: after `step` (0: a fresh run), with the metrics row that step's checkpoint holds
+// (null for a fresh run, or a checkpoint saved without one).
+struct Resumed {
+  int64_t step = 0;
+  std::optional<nlohmann::json> metrics_row;
+};
+
 class Trainable {
  public:
   virtual ~Trainable() = default;
-  // Loads what the trainer's resume mode names; returns the step the run continues after (0: a fresh run).
-  virtual int64_t resume() = 0;
+  // Loads what the trainer's resume mode names (RunFolder::resume_point).
+  virtual Resumed resume() = 0;
   virtual Metrics step(int64_t step) = 0;
   virtual Validation validate(int64_t step) = 0;
-  virtual void save_checkpoint(int64_t step) = 0;
+  // Saves the step with its metrics row as it stands before the save (resume() gives it back), so the row
+  // is durable together with its checkpoint: a kill between the checkpoint's commit and the row's line in
+  // metrics.jsonl loses nothing.
+  virtual void save_checkpoint(int64_t step, const nlohmann::json& metrics_row) = 0;
   // The metrics of a whole step, once its validation and checkpoint ran in `seconds` (verl's throughput).
   virtual void finish_step(Metrics& /*metrics*/, int64_t /*step*/, double /*seconds*/) {}
 };
@@ -62,6 +79,11 @@ struct LoopSummary {
   double first_score = -1;  // of the first validation (the one before training when it runs)
   double final_score = -1;  // of the last
 };
+
+// A step's metrics row in its checkpoint (trainer/metrics_row.json), written by the lead rank, and read
+// back on resume (nullopt for a step saved without one).
+void add_metrics_row(checkpoint::CheckpointWriter& writer, const nlohmann::json& row);
+std::optional<nlohmann::json> read_metrics_row(const checkpoint::CheckpointReader& reader);
 
 // Collective over the trainer's ranks as its methods are.
 LoopSummary run_loop(Trainable& trainer, const LoopSchedule& schedule, const LoopOutput& output,

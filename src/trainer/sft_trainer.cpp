@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "trainer/run_folder.h"
 #include "trainer/run_loop.h"
 #include "trainer/sft_loss.h"
 #include "trainer/sft_parallel.h"
@@ -24,7 +24,6 @@
 #include "engine/greedy_decode.h"
 #include "engine/hf_checkpoint.h"
 #include "engine/train_engine.h"
-#include "formats/atomic_file.h"
 #include "kernels/gemm_choice.h"
 #include "kernels/gemm_peak.h"
 #include "model/model_flops.h"
@@ -84,14 +83,6 @@ model::HfModelFolder make_export_folder(const std::optional<model::HfModelFolder
   return folder;
 }
 
-void prepare_run_folder(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir))
-    throw IoError(dir, "cannot create the run folder (trainer.default_local_dir): " +
-                           (ec ? ec.message() : std::string("a file is in the way")));
-}
-
 // Training FLOPs of one micro-batch (model/model_flops.h), its documents' lengths from cu_seqlens.
 double train_flops(const model::ModelConfig& c, std::span<const int32_t> cu_seqlens) {
   std::vector<int64_t> lengths;
@@ -143,6 +134,8 @@ class SftTrainer : public Trainable {
         data_(config.data),
         world_(world),
         lead_(world.rank() == 0),
+        resolved_yaml_(resolved_yaml),
+        folder_(config.trainer.default_local_dir, lead_),
         pool_(config.trainer.num_threads),
         kernels_(kernels::run_kernel_config(false)),
         source_folder_(open_source_folder(config.model)),
@@ -161,29 +154,27 @@ class SftTrainer : public Trainable {
     if (!lead_) return;
     core::log_info("{}", pool_.describe());
     core::log_info("{}", kernels_.describe());
-    prepare_run_folder(config.trainer.default_local_dir);
-    formats::write_file_atomically(config.trainer.default_local_dir + "/config.yaml", resolved_yaml);
     core::log_info("model {} ({} parameters)", model_config_.describe(),
                    model::ParamLayout::for_model(model_config_).num_parameters());
   }
 
-  int64_t resume() override {
-    const TrainerConfig& trainer = config_.trainer;
-    const std::optional<int64_t> latest =
-        trainer.resume_mode == ResumeMode::automatic ? checkpoint::CheckpointReader::latest_step(trainer.default_local_dir) : std::nullopt;
-    if (latest) {
-      const checkpoint::CheckpointReader reader(trainer.default_local_dir, *latest);
+  Resumed resume() override {
+    Resumed resumed;
+    if (const std::optional<CheckpointRef> from = folder_.resume_point(config_.trainer.resume_mode, std::nullopt, "trainer")) {
+      const checkpoint::CheckpointReader reader(from->root, from->step);
       engine_.load_checkpoint(reader, kComponent);
       const nlohmann::json state = reader.read_json("trainer", "state");
       cursor_ = data::DataCursor::from_json(state.at("data_cursor"), reader.step_dir() + "/trainer/state");
-      core::log_info("resumed from {}/global_step_{}", trainer.default_local_dir, *latest);
-      return *latest;
-    }
-    if (config_.model.path)
+      if (lead_) core::log_info("resumed from {}", reader.step_dir());
+      resumed = {from->step, read_metrics_row(reader)};
+    } else if (config_.model.path) {
       engine_.load_hf_weights(*config_.model.path);
-    else
+    } else {
       engine_.init_random_weights(config_.megatron.seed);
-    return 0;
+    }
+    // Only now: a run refused while setting up or resuming leaves the folder's config.yaml as it was.
+    folder_.write_config(resolved_yaml_);
+    return resumed;
   }
 
   Metrics step(int64_t /*step*/) override {
@@ -231,13 +222,15 @@ class SftTrainer : public Trainable {
             .stop = reached};
   }
 
-  void save_checkpoint(int64_t step) override {
+  void save_checkpoint(int64_t step, const nlohmann::json& metrics_row) override {
     // Every rank writes its part of the step (train_engine.h); rank 0 the trainer's state.
     checkpoint::CheckpointWriter writer(config_.trainer.default_local_dir, step, world_);
     engine_.save_checkpoint(writer, kComponent);
     engine::add_hf_export(writer, export_folder_, engine_.master_weights(), parallel_);
-    if (lead_)
+    if (lead_) {
       writer.add_json("trainer", "state", nlohmann::json{{"global_step", step}, {"data_cursor", cursor_.to_json()}});
+      add_metrics_row(writer, metrics_row);
+    }
     writer.commit();
   }
 
@@ -271,6 +264,8 @@ class SftTrainer : public Trainable {
   const data::DataConfig& data_;
   dist::ProcessGroup& world_;
   const bool lead_;
+  const std::string resolved_yaml_;
+  const RunFolder folder_;  // locked before anything is written
   const ThreadPool pool_;
   const kernels::KernelRegistry kernels_;
   const std::optional<model::HfModelFolder> source_folder_;

@@ -441,5 +441,21 @@ TEST_F(Checkpoint, WriterRejectsBadArguments) {
   expect_same_bits(loaded, full, "w");
 }
 
+
+// A checkpoint of another model is refused before anything is read: the saved global shape and dtype of
+// each tensor must be the run's (else each tensor would load as its top-left box).
+TEST_F(Checkpoint, ExpectTensorRefusesAnotherShapeOrDtypeNamingBoth) {
+  save_step(1, 2.0f);
+  const CheckpointReader reader(root_, 1);
+  reader.expect_tensor("actor", "w", Shape{2, 3}, DType::f32);
+  testing::expect_error_containing([&] { reader.expect_tensor("actor", "w", Shape{1, 3}, DType::f32); },
+                                   "actor/w was saved with shape [2, 3], but the run's model has [1, 3]");
+  testing::expect_error_containing([&] { reader.expect_tensor("actor", "w", Shape{2, 3}, DType::bf16); },
+                                   "actor/w was saved as f32");
+  EXPECT_TRUE(reader.has_json("trainer", "state"));
+  EXPECT_FALSE(reader.has_json("trainer", "metrics_row"));
+  EXPECT_FALSE(reader.has_json("critic", "state"));
+}
+
 }  // namespace
 }  // namespace rf::checkpoint

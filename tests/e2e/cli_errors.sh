@@ -40,6 +40,30 @@ cp -r "$SCRATCH/good" "$SCRATCH/bad_pointer"
 echo "banana" > "$SCRATCH/bad_pointer/latest_checkpointed_iteration.txt"
 expect_error "latest_checkpointed_iteration.txt" "${base[@]}" trainer.default_local_dir="$SCRATCH/bad_pointer"
 
+# Run-folder integrity (issue #21): a checkpoint of another model is refused by shape, naming the model key
+# that differs, never loaded as each tensor's top-left box; checkpoints without a tracker are an error that
+# says how to go on; a refused resume leaves config.yaml as it was.
+cp -r "$SCRATCH/good" "$SCRATCH/smaller"
+config_before=$(sha256sum < "$SCRATCH/smaller/config.yaml")
+expect_error "the run's model has" "${base[@]}" trainer.total_training_steps=3 model.config.hidden_size=64 \
+  model.config.intermediate_size=176 trainer.default_local_dir="$SCRATCH/smaller"
+expect_error "hidden_size 128 -> 64" "${base[@]}" trainer.total_training_steps=3 model.config.hidden_size=64 \
+  model.config.intermediate_size=176 trainer.default_local_dir="$SCRATCH/smaller"
+[ "$(sha256sum < "$SCRATCH/smaller/config.yaml")" == "$config_before" ] || fail "a refused resume rewrote config.yaml"
+cp -r "$SCRATCH/good" "$SCRATCH/no_tracker"
+rm "$SCRATCH/no_tracker/latest_checkpointed_iteration.txt"
+expect_error "missing, but the folder holds global_step_1..2" "${base[@]}" trainer.save_freq=1 \
+  trainer.default_local_dir="$SCRATCH/no_tracker"
+[ -d "$SCRATCH/no_tracker/global_step_2" ] || fail "the refused run touched the checkpoints"
+
+# One run per folder: a second run on a folder in use is refused, naming the holder.
+"$RLFORGE" "${base[@]}" trainer.total_training_steps=100000 trainer.default_local_dir="$SCRATCH/busy" > /dev/null 2>&1 &
+holder=$!
+for _ in $(seq 1 300); do [ -f "$SCRATCH/busy/.rlforge.lock" ] && break; sleep 0.1; done
+sleep 0.5
+expect_error "another rlforge run (pid $holder on" "${base[@]}" trainer.default_local_dir="$SCRATCH/busy"
+kill -9 "$holder"; wait "$holder" 2>/dev/null || true
+
 after=$(find "$SCRATCH/good" -type f -name '*.safetensors' -o -type f -name '*.json' | sort | xargs sha256sum)
 [ "$before" == "$after" ] || fail "the good checkpoint changed"
 "$RLFORGE" "${base[@]}" trainer.total_training_steps=3 trainer.default_local_dir="$SCRATCH/good" > "$SCRATCH/resume.log" 2>&1 \

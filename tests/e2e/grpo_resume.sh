@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# RL determinism and resume (issue #9, acceptance 2): with trainer.deterministic, two runs with the
-# same seed log identical metrics, and a run killed with SIGKILL after a checkpoint and restarted
-# with resume_mode auto logs the same metrics for the following steps as the uninterrupted run.
+# RL determinism and resume (issue #9, acceptance 2; issue #21, acceptance 2): with trainer.deterministic,
+# two runs with the same seed log identical metrics, and a run with save_freq=1 killed with SIGKILL 20 times at
+# random moments, each time restarted with resume_mode auto, leaves intact checkpoints, no temp files, and a
+# metrics.jsonl equal to the uninterrupted run's.
 # Timings and throughput are left out of the comparison; everything else must match exactly.
 source "$(dirname "$0")/common.sh"
 "$RLFORGE" sft --config examples/sft_arith.yaml trainer.default_local_dir="$SCRATCH/sft" \
@@ -18,21 +19,39 @@ run() { "$RLFORGE" "${args[@]}" trainer.default_local_dir="$SCRATCH/$1" > "$SCRA
 run straight
 run again
 
-"$RLFORGE" "${args[@]}" trainer.default_local_dir="$SCRATCH/killed" > "$SCRATCH/killed.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 1200); do
-  if [ -f "$SCRATCH/killed/latest_checkpointed_iteration.txt" ] &&
-     [ "$(cat "$SCRATCH/killed/latest_checkpointed_iteration.txt")" -ge 4 ] &&
-     grep -q '"step":5' "$SCRATCH/killed/metrics.jsonl" 2>/dev/null; then
-    break
+# 20 SIGKILLs at random moments of a run that checkpoints every step (seeded, so a failure replays), each
+# followed by a restart that resumes, then a last restart that runs to the end. Every other kill comes within
+# 2 s of the start (start-up, the resume's loading); the others wait until the restart has logged a new row,
+# then come up to 0.3 s later (inside the next step or its save), so the run moves on about a step each.
+RANDOM=20
+rows() { [ -f "$SCRATCH/killed/metrics.jsonl" ] && wc -l < "$SCRATCH/killed/metrics.jsonl" || echo 0; }
+kills=0
+while [ "$kills" -lt 20 ]; do
+  before=$(rows)
+  "$RLFORGE" "${args[@]}" trainer.save_freq=1 trainer.default_local_dir="$SCRATCH/killed" >> "$SCRATCH/killed.log" 2>&1 &
+  pid=$!
+  if [ $((kills % 2)) -eq 0 ]; then
+    sleep "$((RANDOM % 2)).$((RANDOM % 10))"
+  else
+    for _ in $(seq 1 600); do [ "$(rows)" -gt "$before" ] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    sleep "0.$((RANDOM % 3))$((RANDOM % 10))"
   fi
-  sleep 0.05
+  kill -9 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; break; }  # it had finished
+  wait "$pid" 2>/dev/null || true
+  kills=$((kills + 1))
 done
-kill -9 "$pid" 2>/dev/null || fail "the run ended before it could be killed"
-wait "$pid" 2>/dev/null || true
-echo "killed after checkpoint $(cat "$SCRATCH/killed/latest_checkpointed_iteration.txt")"
-run killed
-grep -q "resumed from" "$SCRATCH/killed.log" || fail "the restarted run did not resume"
+echo "killed $kills times, last after checkpoint $(cat "$SCRATCH/killed/latest_checkpointed_iteration.txt" 2>/dev/null)"
+[ "$kills" -eq 20 ] || fail "the run finished after only $kills kills"
+"$RLFORGE" "${args[@]}" trainer.save_freq=1 trainer.default_local_dir="$SCRATCH/killed" > "$SCRATCH/resumed.log" 2>&1 \
+  || { tail -20 "$SCRATCH/resumed.log"; fail "the last restart failed"; }
+grep -q "resumed from" "$SCRATCH/resumed.log" || fail "the last restart did not resume"
+# What the kills left: no temp folder or file, every step folder complete (its manifest is written last).
+leftovers=$(find "$SCRATCH/killed" -maxdepth 1 -name '.*tmp*')
+[ -z "$leftovers" ] || fail "temp files left behind: $leftovers"
+for step_dir in "$SCRATCH"/killed/global_step_*; do
+  [ -f "$step_dir/manifest.json" ] || fail "$step_dir has no manifest"
+done
+[ "$(wc -l < "$SCRATCH/killed/metrics.jsonl")" -eq 13 ] || fail "metrics.jsonl has $(wc -l < "$SCRATCH/killed/metrics.jsonl") rows, expected 13 (steps 0..12 once each)"
 
 python3 - "$SCRATCH/straight/metrics.jsonl" "$SCRATCH/again/metrics.jsonl" "$SCRATCH/killed/metrics.jsonl" <<'PY'
 import json, sys
@@ -48,5 +67,5 @@ assert straight == again, [s for s in straight if straight[s] != again.get(s)]
 assert sorted(resumed) == list(range(0, 13)), sorted(resumed)
 bad = [s for s in straight if straight[s] != resumed[s]]
 assert not bad, f"steps {bad} differ after the resume: " + str([(k, straight[bad[0]][k], resumed[bad[0]].get(k)) for k in straight[bad[0]] if straight[bad[0]][k] != resumed[bad[0]].get(k)][:5])
-print("PASS: two deterministic runs identical; killed + resumed run identical to the uninterrupted one (12 steps)")
+print("PASS: two deterministic runs identical; a run killed 20 times and resumed logs the uninterrupted run's metrics (12 steps)")
 PY

@@ -20,6 +20,7 @@
 #include "rl/kl_penalty.h"
 #include "rl/policy_loss.h"
 #include "rl/rewards/reward_scorer.h"
+#include "trainer/run_folder.h"
 
 namespace rf::rl {
 namespace {
@@ -199,10 +200,12 @@ void check_reward_model(const RewardModelSection& rm) {
 
 void check_trainer(const RlTrainerConfig& trainer, bool builtin_task) {
   require_one_of("trainer.device", trainer.device, {"cpu"}, " (rlforge runs on the CPU)");
-  if (trainer.resume_mode == ResumeMode::resume_path &&
-      (!trainer.resume_from_path || trainer.resume_from_path->find("global_step_") == std::string::npos))
-    throw ConfigError("trainer.resume_from_path",
-                      "resume_mode resume_path needs the path of a checkpoint folder, .../global_step_<k>");
+  if (trainer.resume_mode == ResumeMode::resume_path) {
+    if (!trainer.resume_from_path)
+      throw ConfigError("trainer.resume_from_path",
+                        "resume_mode resume_path needs the path of a checkpoint folder, .../global_step_<k>");
+    (void)rf::trainer::checkpoint_ref(*trainer.resume_from_path, "trainer.resume_from_path");
+  }
   require_positive("trainer.total_training_steps", trainer.total_training_steps);
   if (!trainer.total_training_steps)
     throw ConfigError("trainer.total_training_steps",

@@ -16,6 +16,7 @@
 #include "rl/trainer/rl_roles.h"
 #include "rl/trainer/rl_transfer.h"
 #include "rl/trainer/role_placement.h"
+#include "trainer/run_folder.h"
 #include "trainer/run_tokenizer.h"
 #include "config/yaml_json.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -25,7 +26,6 @@
 #include "core/thread_pool.h"
 #include "data/data_cursor.h"
 #include "engine/hf_checkpoint.h"
-#include "formats/atomic_file.h"
 #include "kernels/gemm_peak.h"
 #include "model/model_flops.h"
 #include "rl/kl_controller.h"
@@ -249,17 +249,6 @@ Metrics mfu_metrics(const Metrics& timing, const RlBatch& batch, const RlBatch* 
   return m;
 }
 
-// The step to resume from, per trainer.resume_mode (spec §2.8).
-std::optional<int64_t> resume_step(const RlTrainerConfig& t, const std::string& run_dir) {
-  if (t.resume_mode == ResumeMode::disable) return std::nullopt;
-  if (t.resume_mode == ResumeMode::automatic) return checkpoint::CheckpointReader::latest_step(run_dir);
-  const std::string path = t.resume_from_path.value_or("");
-  const size_t at = path.rfind("global_step_");
-  if (at == std::string::npos)
-    throw ConfigError("trainer.resume_from_path", fmt::format("'{}' must name a global_step_<k> folder", path));
-  return std::stoll(path.substr(at + 12));
-}
-
 // How many global_step_<k> folders to keep (null: all): the actor's limit, or with a critic the larger
 // of the two roles' limits, since one step folder holds both (one manifest, resumed as a whole).
 std::optional<int64_t> checkpoints_to_keep(const RlConfig& config) {
@@ -268,21 +257,6 @@ std::optional<int64_t> checkpoints_to_keep(const RlConfig& config) {
   if (!t.max_critic_ckpt_to_keep) return std::nullopt;
   return std::max(*t.max_actor_ckpt_to_keep, *t.max_critic_ckpt_to_keep);
 }
-
-// Deletes all but the newest `keep` global_step_<k> folders.
-void prune_checkpoints(const std::string& run_dir, std::optional<int64_t> keep) {
-  if (!keep || *keep <= 0) return;
-  std::vector<std::pair<int64_t, std::filesystem::path>> steps;
-  for (const auto& entry : std::filesystem::directory_iterator(run_dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.starts_with("global_step_") &&
-        name.find_first_not_of("0123456789", 12) == std::string::npos && name.size() > 12)
-      steps.emplace_back(std::stoll(name.substr(12)), entry.path());
-  }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + size_t(*keep) < steps.size(); ++i) std::filesystem::remove_all(steps[i].second);
-}
-
 
 // The policy's HF folder: RL starts from a model.
 model::HfModelFolder open_policy_folder(const RlConfig& config) {
@@ -326,7 +300,9 @@ struct RlTrainer::State {
         reward_model_input(c.reward_model.enable ? std::make_optional<RewardModelInput>(c, tokens, folder)
                                                  : std::nullopt),
         num_candidates(std::min(folder.config.vocab_size, tokens.tokenizer->vocab_size())),
-        run_dir(write_run_dir(resolved_yaml)),
+        resolved_yaml(resolved_yaml),
+        run_folder(c.run_dir(), lead),
+        run_dir(run_folder.dir()),
         roles(c, folder.config, w, tracker, role_placement(c, w.size())),
         critic_folder(c.uses_critic() ? std::make_optional(critic_hf_folder(c)) : std::nullopt),
         reward_model_folder(c.reward_model.enable
@@ -335,6 +311,10 @@ struct RlTrainer::State {
         cursor(prompts.start()),
         kl_controller(c.algorithm.kl_ctrl),
         overlong(c.overlong_buffer()) {
+    if (lead) {
+      core::log_info("{}", pool.describe());
+      core::log_info("model {} from {}", folder.config.describe(), *c.actor_rollout_ref.model.path);
+    }
     roles.load_initial_weights(*c.actor_rollout_ref.model.path);
     // The GEMM peak MFU divides by, measured where the metrics are written (~1.5 s per dtype).
     const DType actor_dtype = c.actor_rollout_ref.actor.megatron.compute_dtype();
@@ -350,16 +330,6 @@ struct RlTrainer::State {
     }
   }
 
-  // The run folder with the resolved config in it (world rank 0 writes it); returns its path.
-  std::string write_run_dir(const std::string& resolved_yaml) const {
-    const std::string dir = config.run_dir();
-    if (!lead) return dir;
-    core::log_info("{}", pool.describe());
-    std::filesystem::create_directories(dir);
-    formats::write_file_atomically(dir + "/config.yaml", resolved_yaml);
-    core::log_info("model {} from {}", folder.config.describe(), *config.actor_rollout_ref.model.path);
-    return dir;
-  }
   RunContext run_context() {
     return {config, world, roles, prompts, reward.get(), tokens, overlong, num_candidates};
   }
@@ -383,6 +353,8 @@ struct RlTrainer::State {
   const std::unique_ptr<rl::RewardFunction> reward;  // world rank 0's
   std::optional<RewardModelInput> reward_model_input;
   const int64_t num_candidates;
+  const std::string resolved_yaml;
+  const trainer::RunFolder run_folder;  // locked before anything is written
   const std::string run_dir;
   MemoryTracker tracker;
   RlRoles roles;
@@ -400,11 +372,12 @@ RlTrainer::RlTrainer(const RlConfig& config, const std::string& resolved_yaml, d
 
 RlTrainer::~RlTrainer() = default;
 
-int64_t RlTrainer::resume() {
+trainer::Resumed RlTrainer::resume() {
   State& s = *s_;
-  int64_t start_step = 0;
-  if (const std::optional<int64_t> step = resume_step(s.config.trainer, s.run_dir)) {
-    const checkpoint::CheckpointReader reader(s.run_dir, *step);
+  trainer::Resumed resumed;
+  const RlTrainerConfig& t = s.config.trainer;
+  if (const std::optional<trainer::CheckpointRef> from = s.run_folder.resume_point(t.resume_mode, t.resume_from_path, "trainer")) {
+    const checkpoint::CheckpointReader reader(from->root, from->step);
     if (s.roles.in_actor()) s.roles.actor().load_checkpoint(reader, kActor);
     if (s.roles.in_critic()) s.roles.critic().load_checkpoint(reader, kCritic);
     const nlohmann::json state = reader.read_json("trainer", "state");
@@ -412,11 +385,13 @@ int64_t RlTrainer::resume() {
     rl::KlControlConfig kl = s.config.algorithm.kl_ctrl;
     kl.kl_coef = state.at("kl_coef").get<double>();
     s.kl_controller = rl::KlController(kl);
-    start_step = *step;
-    if (s.lead) core::log_info("resumed from {}/global_step_{}", s.run_dir, *step);
+    resumed = {from->step, trainer::read_metrics_row(reader)};
+    if (s.lead) core::log_info("resumed from {}", reader.step_dir());
   }
   s.roles.sync_weights();
-  return start_step;
+  // Only now: a run refused while setting up or resuming leaves the folder's config.yaml as it was.
+  s.run_folder.write_config(s.resolved_yaml);
+  return resumed;
 }
 
 Validation RlTrainer::validate(int64_t step) {
@@ -519,7 +494,7 @@ Metrics RlTrainer::step(int64_t step) {
   return m;
 }
 
-void RlTrainer::save_checkpoint(int64_t step) {
+void RlTrainer::save_checkpoint(int64_t step, const nlohmann::json& metrics_row) {
   // Collective over the world: each role's ranks add their shards (the actor's and, with a critic, the
   // critic's, wherever device_mapping put them); world rank 0 writes the trainer state and prunes.
   State& s = *s_;
@@ -533,12 +508,14 @@ void RlTrainer::save_checkpoint(int64_t step) {
     engine::add_hf_export(writer, *s.critic_folder, s.roles.critic().master_weights(), s.roles.critic_parallel(),
                           "critic_huggingface");
   }
-  if (s.lead)
+  if (s.lead) {
     writer.add_json("trainer", "state",
                     nlohmann::json{{"global_step", step}, {"data_cursor", s.cursor.to_json()},
                                    {"kl_coef", s.kl_controller.value()}});
+    trainer::add_metrics_row(writer, metrics_row);
+  }
   writer.commit();
-  if (s.lead) prune_checkpoints(s.run_dir, checkpoints_to_keep(s.config));
+  s.run_folder.prune(step, checkpoints_to_keep(s.config));
 }
 
 void RlTrainer::finish_step(Metrics& m, int64_t step, double seconds) {

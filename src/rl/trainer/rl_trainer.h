@@ -34,15 +34,16 @@ class RlTrainer : public trainer::Trainable {
   RlTrainer(const RlConfig& config, const std::string& resolved_yaml, dist::ProcessGroup& world);
   ~RlTrainer() override;
 
-  // Loads the checkpoint trainer.resume_mode names, if any, and syncs the rollout; returns the step the run
-  // continues after (0: a fresh run).
-  int64_t resume() override;
+  // Loads the checkpoint trainer.resume_mode names, if any (RunFolder::resume_point), syncs the rollout and
+  // only then writes the run folder's config.yaml; returns the step the run continues after (0: a fresh
+  // run) and that step's saved metrics row.
+  trainer::Resumed resume() override;
   // One training step, verl's stages in order, each timed (timing_s/<stage>); validation and checkpoints
   // are fit()'s, which knows which steps take them.
   Metrics step(int64_t step) override;
   // Generation on the validation prompts with rollout.val_kwargs, scored; `step` names the dumps.
   Validation validate(int64_t step) override;
-  void save_checkpoint(int64_t step) override;
+  void save_checkpoint(int64_t step, const nlohmann::json& metrics_row) override;
   // perf/time_per_step, perf/throughput (the step's tokens over its whole time, per rank) and
   // training/global_step, as verl logs them.
   void finish_step(Metrics& metrics, int64_t step, double seconds) override;
