@@ -1,7 +1,7 @@
 // `rlforge logprobs --model DIR --input IN.json --out OUT.json [--dtype f32|f64] [--temperature T]
 //  [--grads G.safetensors] [--max-tokens N] [--threads N]`: scores token sequences with a Hugging Face
 // model folder. Needs only config.json and the weights (no tokenizer).
-//   IN   {"sequences": [[ids...], ...]}: each sequence at least 2 ids, each id in [0, vocab_size).
+//   IN   {"sequences": [[ids...], ...]}: each sequence 2 to max_position_embeddings ids, each in [0, vocab_size).
 //   OUT  {"logprobs": [[...]], "entropy": [[...]], "loss": x, "loss_token_mean": x, "loss_seq_mean": x,
 //        "loss_seq_sum": x, "num_predicted_tokens": n}. logprobs[i][t] = log p(ids[t+1] | ids[0..t]) with
 //        the logits divided by T (n-1 values per sequence); entropy[i][t] is the full-vocabulary entropy
@@ -41,7 +41,8 @@ struct LogprobsOptions {
   int threads = 0;
 };
 
-std::vector<std::vector<int64_t>> read_sequences(const std::string& path, int64_t vocab_size) {
+std::vector<std::vector<int64_t>> read_sequences(const std::string& path, int64_t vocab_size,
+                                                 int64_t max_position_embeddings) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(model::read_file_bytes(path));
@@ -60,6 +61,10 @@ std::vector<std::vector<int64_t>> read_sequences(const std::string& path, int64_
     if (!s.is_array()) throw IoError(path, fmt::format("sequences[{}]: expected an array of token ids, got {}", i, s.type_name()));
     if (s.size() < 2)
       throw IoError(path, fmt::format("sequences[{}]: {} token(s); at least 2 are needed to score one", i, s.size()));
+    // Positions past the model's range have no trained rotary angle: refused, as generate refuses them.
+    if (int64_t(s.size()) > max_position_embeddings)
+      throw IoError(path, fmt::format("sequences[{}]: {} tokens exceed the model's max_position_embeddings {}", i,
+                                      s.size(), max_position_embeddings));
     std::vector<int64_t> ids;
     for (size_t t = 0; t < s.size(); ++t) {
       const nlohmann::json& id = s[t];
@@ -105,7 +110,7 @@ int run_logprobs(const LogprobsOptions& o) {
   const std::string config_path = (std::filesystem::path(o.model) / "config.json").string();
   if (!std::filesystem::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
   const model::ModelConfig config = model::ModelConfig::from_file(config_path);
-  const auto sequences = read_sequences(o.input, config.vocab_size);
+  const auto sequences = read_sequences(o.input, config.vocab_size, config.max_position_embeddings);
 
   // f64 is the oracle: ref kernels throughout (the fast variants have no f64 and would fall back anyway).
   const kernels::KernelRegistry kernels(kernels::KernelConfig{.optimization_level = dtype == DType::f64 ? 0 : 1});

@@ -142,7 +142,7 @@ class SftTrainer : public Trainable {
         tokens_(make_run_tokenizer(config.model, data_, source_folder_ ? &*source_folder_ : nullptr)),
         source_(data_),
         model_config_(source_folder_ ? source_folder_->config : make_model_config(config.model, tokens_)),
-        export_folder_(checked_export_folder(config.model, source_folder_, model_config_, tokens_)),
+        export_folder_(checked_export_folder(config.model, data_, source_folder_, model_config_, tokens_)),
         // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
         capacity_(std::max<int64_t>(data_.micro_batch_size_per_gpu * data_.max_length, 4096)),
         builder_(*tokens_.tokenizer, tokens_.special_ids,
@@ -247,11 +247,14 @@ class SftTrainer : public Trainable {
       core::log_warning("model.config is ignored: model.path {} gives the model's config.json", *model.path);
     return model::HfModelFolder::open(*model.path);
   }
-  // The export folder, once the tokenizer is known to fit the model.
-  static model::HfModelFolder checked_export_folder(const ModelSection& model,
+  // The export folder, once the tokenizer and the sequence length are known to fit the model.
+  static model::HfModelFolder checked_export_folder(const ModelSection& model, const data::DataConfig& data,
                                                     const std::optional<model::HfModelFolder>& source,
                                                     const model::ModelConfig& config, const RunTokenizer& tokens) {
     check_tokenizer_fits(tokens, model, config);
+    if (data.max_length > config.max_position_embeddings)
+      throw ConfigError("data.max_length", fmt::format("{} tokens exceed the model's max_position_embeddings {}",
+                                                       data.max_length, config.max_position_embeddings));
     return make_export_folder(source, config, tokens);
   }
   static optim::OptimConfig optim_config(const SftConfig& config) {

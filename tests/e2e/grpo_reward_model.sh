@@ -86,6 +86,9 @@ PY
 # 4. Refused up front.
 base=(train --config examples/grpo_arith.yaml actor_rollout_ref.model.path="$warm" --check-config)
 expect_error "reward_model.model.path" "${base[@]}" reward_model.enable=true
+# A prompt and response longer than the policy's positions (every pass would score past them).
+expect_error "data.max_response_length: a prompt of" train --config examples/grpo_arith.yaml \
+  actor_rollout_ref.model.path="$warm" data.max_response_length=100000 trainer.default_local_dir="$SCRATCH/too_long"
 expect_error "reward_model.model.path" train --config examples/grpo_arith.yaml actor_rollout_ref.model.path="$warm" \
   reward_model.enable=true reward_model.model.path="$warm" trainer.total_training_steps=1
 expect_error "reward_model.model.input_tokenizer" train --config examples/grpo_arith.yaml \

@@ -31,6 +31,10 @@ echo '{"sequences": []}' > "$SCRATCH/bad.json"
 expect_error "sequences: expected a non-empty array" logprobs --model "$m" --input "$SCRATCH/bad.json" --out "$SCRATCH/o.json"
 echo '{"sequences": [[1, 2], [5]]}' > "$SCRATCH/bad.json"
 expect_error "sequences[1]: 1 token(s); at least 2" logprobs --model "$m" --input "$SCRATCH/bad.json" --out "$SCRATCH/o.json"
+max_pos=$(python3 -c "import json; print(json.load(open('$m/config.json'))['max_position_embeddings'])")
+python3 -c "import json; print(json.dumps({'sequences': [[1] * ($max_pos + 1)]}))" > "$SCRATCH/bad.json"
+expect_error "sequences[0]: $((max_pos + 1)) tokens exceed the model's max_position_embeddings $max_pos" \
+  logprobs --model "$m" --input "$SCRATCH/bad.json" --out "$SCRATCH/o.json"
 echo '{"sequences": [[1, 2, 300]]}' > "$SCRATCH/bad.json"
 expect_error "sequences[0][2]: token id 300 is outside the model's vocabulary [0, 300)" logprobs --model "$m" --input "$SCRATCH/bad.json" --out "$SCRATCH/o.json"
 echo '{"sequences": [[1, -4]]}' > "$SCRATCH/bad.json"

@@ -258,13 +258,22 @@ std::optional<int64_t> checkpoints_to_keep(const RlConfig& config) {
   return std::max(*t.max_actor_ckpt_to_keep, *t.max_critic_ckpt_to_keep);
 }
 
-// The policy's HF folder: RL starts from a model.
+// The policy's HF folder: RL starts from a model, whose positions must hold a prompt and its response (every
+// pass scores them; the rollout would refuse them only at generation).
 model::HfModelFolder open_policy_folder(const RlConfig& config) {
   if (!config.actor_rollout_ref.model.path)
     throw ConfigError("actor_rollout_ref.model.path",
                       "RL starts from a model: name an HF folder (an `rlforge sft` export's huggingface/ folder, "
                       "or a model of your own)");
-  return model::HfModelFolder::open(*config.actor_rollout_ref.model.path);
+  model::HfModelFolder folder = model::HfModelFolder::open(*config.actor_rollout_ref.model.path);
+  const int64_t longest = config.prompt_length() + config.response_length();
+  if (longest > folder.config.max_position_embeddings)
+    throw ConfigError("data.max_response_length",
+                      fmt::format("a prompt of {} tokens and a response of {} make {}, beyond the max_position_embeddings "
+                                  "{} of {}/config.json",
+                                  config.prompt_length(), config.response_length(), longest,
+                                  folder.config.max_position_embeddings, *config.actor_rollout_ref.model.path));
+  return folder;
 }
 
 // The console line: the score, the validation's core metric, what moves the policy, and the time.
