@@ -19,7 +19,8 @@ ConfigError::ConfigError(std::string key_path, const std::string& what_expected)
 
 IoError::IoError(std::string path, const std::string& what_went_wrong)
     : Error(fmt::format("[{}] I/O error: {}: {}", core::rank_label(), path, what_went_wrong)),
-      path_(std::move(path)) {}
+      path_(std::move(path)),
+      detail_(what_went_wrong) {}
 
 namespace core {
 

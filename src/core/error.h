@@ -34,9 +34,12 @@ class IoError : public Error {
  public:
   IoError(std::string path, const std::string& what_went_wrong);
   const std::string& path() const { return path_; }
+  // The message without the rank and path prefix, for adding context to it.
+  const std::string& detail() const { return detail_; }
 
  private:
   std::string path_;
+  std::string detail_;
 };
 
 namespace core {

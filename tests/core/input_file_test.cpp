@@ -8,7 +8,9 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "support/scratch_folder.h"
@@ -71,6 +73,33 @@ TEST_F(InputFile, ReadsAPipeButStopsAtTheCap) {
   EXPECT_TRUE(contains(read_error(fifo, 10'000), "is larger than 9.8 KiB"));
   endless.join();  // the reader closed the pipe, so the writer's next write fails
   std::signal(SIGPIPE, previous);
+}
+
+std::vector<std::string> lines_of(const std::string& text, uint64_t max_bytes) {
+  std::istringstream in(text);
+  std::vector<std::string> lines;
+  std::string line;
+  for (int64_t number = 1; read_line(in, line, max_bytes, "in.jsonl", number); ++number) lines.push_back(line);
+  return lines;
+}
+
+TEST(ReadLine, SplitsAtNewlinesAcrossChunksAndStopsAtTheCap) {
+  EXPECT_EQ(lines_of("a\n\nbc\nlast", 100), (std::vector<std::string>{"a", "", "bc", "last"}));
+  EXPECT_EQ(lines_of("a\n", 100), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(lines_of("", 100), (std::vector<std::string>{}));
+  // Lines longer than the 64 KiB read chunk, ending exactly at a chunk edge or not.
+  for (const size_t length : {65'534u, 65'535u, 65'536u, 200'000u}) {
+    const std::string row(length, 'x');
+    EXPECT_EQ(lines_of(row + "\n" + row, 1 << 20), (std::vector<std::string>{row, row})) << length;
+  }
+  try {
+    lines_of("ok\n" + std::string(300'000, 'y') + "\n", 100'000);
+    ADD_FAILURE() << "a line over the cap was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("in.jsonl: line 2 is longer than 97.7 KiB, the limit for one line"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DescribeBytes, ReadsAsAPersonWouldWriteIt) {
