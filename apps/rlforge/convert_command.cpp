@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/rlforge/cli_numbers.h"
 #include "apps/rlforge/command_util.h"
 #include "apps/rlforge/commands.h"
 #include "engine/hf_checkpoint.h"
@@ -29,7 +30,6 @@ struct ConvertOptions {
 int run_convert(const ConvertOptions& o) {
   std::error_code ec;
   if (!fs::exists(o.from, ec)) throw IoError(o.from, "--from: no such folder");
-  if (o.max_shard_bytes == size_t(0)) throw Error("--max-shard-bytes: must be positive");
   require_new_folder(o.to, "--to");
   const std::optional<DType> dtype = o.dtype.empty() ? std::nullopt : std::optional<DType>(parse_dtype(o.dtype));
   if (fs::exists(fs::path(o.from) / "config.json", ec)) {
@@ -56,10 +56,11 @@ Command add_convert_command(CLI::App& app) {
   cmd->add_option("--to", o->to, "the folder to create (must not exist or be empty)")->required();
   cmd->add_option("--dtype", o->dtype, "weights dtype: f32, bf16 or f16 (default: as stored)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  auto* shard_option = cmd->add_option(
-      "--max-shard-bytes", *max_shard_bytes,
+  auto* shard_option = add_integer_option(
+      *cmd, "--max-shard-bytes", *max_shard_bytes,
       "Hugging Face output: shard the weights by this many bytes (default: the folder's own split, else 5e9 as "
-      "save_pretrained)");
+      "save_pretrained)",
+      size_t(1));
   return [o, max_shard_bytes, shard_option] {
     if (shard_option->count()) o->max_shard_bytes = *max_shard_bytes;
     return run_convert(*o);

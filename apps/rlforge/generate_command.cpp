@@ -23,23 +23,26 @@
 // --max-new-tokens. Ids the tokenizer has no text for (a model's padded vocabulary rows) are never drawn.
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "apps/rlforge/cli_numbers.h"
 #include "apps/rlforge/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/thread_pool.h"
 #include "data/chat_template.h"
+#include "data/jsonl_dataset.h"
 #include "data/load_tokenizer.h"
 #include "data/tokenizer_config.h"
 #include "engine/rollout/rollout_engine.h"
 #include "engine/sampling.h"
 #include "formats/atomic_file.h"
+#include "formats/json_input.h"
 #include "model/hf_folder.h"
 #include "model/hf_weights.h"
 
@@ -47,6 +50,9 @@ namespace rf::apps {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Far above any real use; keeps n x (prompt + new tokens), the KV cache sizing, far from overflow.
+constexpr int64_t kMaxSamplesPerPrompt = int64_t(1) << 16;
 
 struct GenerateOptions {
   std::string model, prompt, prompts, out, dtype = "f32";
@@ -79,14 +85,13 @@ std::vector<data::ChatMessage> parse_messages(const nlohmann::json& list, const 
 }
 
 std::vector<Prompt> read_prompts(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::ifstream in = core::open_input_file(path, "prompts");
   std::vector<Prompt> prompts;
-  size_t line_number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_number;
+  std::string line;
+  for (int64_t line_number = 1; core::read_line(in, line, data::kMaxJsonlLineBytes, path, line_number); ++line_number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = fmt::format("line {}", line_number);
+    formats::check_json_nesting(line, path, where + ": ");
     try {
       Prompt p;
       p.where = fmt::format("{}: {}", path, where);
@@ -146,8 +151,6 @@ engine::rollout::RolloutConfig rollout_config(const model::ModelConfig& config, 
 
 int run_generate(const GenerateOptions& o, bool from_file) {
   o.sampling.validate();
-  if (o.max_new_tokens <= 0) throw Error(fmt::format("--max-new-tokens: must be positive, got {}", o.max_new_tokens));
-  if (o.n <= 0) throw Error(fmt::format("--n: must be positive, got {}", o.n));
   const ThreadPool pool(o.threads);
   const std::string config_path = (fs::path(o.model) / "config.json").string();
   if (!fs::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
@@ -254,15 +257,18 @@ Command add_generate_command(CLI::App& app) {
   auto* prompts = cmd->add_option("--prompts", o->prompts, "JSONL of prompts (strings or {\"prompt\": ...})");
   prompt->excludes(prompts);
   cmd->add_flag("--chat", o->chat, "render text prompts as a user message with the chat template");
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate at most");
-  cmd->add_option("--temperature", o->sampling.temperature, "logits are divided by it; 0: greedy");
-  cmd->add_option("--top-k", o->sampling.top_k, "keep the k most likely tokens (<= 0: all)");
-  cmd->add_option("--top-p", o->sampling.top_p, "keep the most likely tokens up to this probability mass");
-  cmd->add_option("--seed", o->sampling.seed, "seed of the draws");
-  cmd->add_option("--n", o->n, "samples per prompt");
+  // Bounded so that the KV-cache sizing (n x (prompt + new tokens)) cannot overflow.
+  add_integer_option(*cmd, "--max-new-tokens", o->max_new_tokens, "tokens to generate at most", int64_t(1),
+                     int64_t(std::numeric_limits<int32_t>::max()));
+  add_number_option(*cmd, "--temperature", o->sampling.temperature, "logits are divided by it; 0: greedy");
+  add_integer_option(*cmd, "--top-k", o->sampling.top_k, "keep the k most likely tokens (<= 0: all)",
+                     std::numeric_limits<int64_t>::min());
+  add_number_option(*cmd, "--top-p", o->sampling.top_p, "keep the most likely tokens up to this probability mass");
+  add_integer_option(*cmd, "--seed", o->sampling.seed, "seed of the draws", uint64_t(0));
+  add_integer_option(*cmd, "--n", o->n, "samples per prompt", int64_t(1), kMaxSamplesPerPrompt);
   cmd->add_option("--out", o->out, "with --prompts: the JSONL file to write (default: stdout)")->needs(prompts);
   cmd->add_option("--dtype", o->dtype, "compute dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->add_option("--threads", o->threads, "OpenMP threads (0: one per core)");
+  add_integer_option(*cmd, "--threads", o->threads, "OpenMP threads (0: one per core)", 0, ThreadPool::kMaxThreads);
   return [o, prompt, prompts] {
     if (prompt->count() + prompts->count() != 1) throw Error("generate: give the input with --prompt or --prompts");
     return run_generate(*o, prompts->count() > 0);

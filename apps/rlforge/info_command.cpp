@@ -3,6 +3,7 @@
 // oneDNN in use, the thread pool).
 #include <cstdio>
 
+#include "apps/rlforge/cli_numbers.h"
 #include "apps/rlforge/commands.h"
 #include "core/thread_pool.h"
 #include "kernels/gemm_choice.h"
@@ -14,8 +15,8 @@ Command add_info_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "print CPU features, kernel variants, BLAS and threads");
   auto threads = std::make_shared<int>(0);
   auto level = std::make_shared<int>(1);
-  cmd->add_option("--threads", *threads, "OpenMP threads (0: one per core)");
-  cmd->add_option("--optimization-level", *level, "0: ref kernels only; 1: fast kernels");
+  add_integer_option(*cmd, "--threads", *threads, "OpenMP threads (0: one per core)", 0, ThreadPool::kMaxThreads);
+  add_integer_option(*cmd, "--optimization-level", *level, "0: ref kernels only; 1 or 2: fast kernels", 0, 2);
   return [threads, level] {
     const ThreadPool pool(*threads);
     const std::filesystem::path cache = kernels::default_gemm_choice_folder();

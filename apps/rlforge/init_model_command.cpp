@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/rlforge/cli_numbers.h"
 #include "apps/rlforge/command_util.h"
 #include "apps/rlforge/commands.h"
 #include "apps/rlforge/tokenizer_builder.h"
@@ -84,7 +85,6 @@ nlohmann::json make_config_json(const InitModelOptions& o, model::Arch arch, int
 int run_init_model(const InitModelOptions& o) {
   const model::Arch arch = parse_arch(o.arch);
   const DType dtype = parse_dtype(o.dtype);
-  if (o.tie != 0 && o.tie != 1) throw Error(fmt::format("--tie {}: expected 0 or 1", o.tie));
   require_new_folder(o.out, "--out");
 
   std::map<std::string, std::string> tokenizer_files;
@@ -162,17 +162,21 @@ Command add_init_model_command(CLI::App& app) {
   auto o = std::make_shared<InitModelOptions>();
   cmd->add_option("--arch", o->arch, "llama, qwen2 or qwen3")->required();
   cmd->add_option("--out", o->out, "the folder to create (must not exist or be empty)")->required();
-  cmd->add_option("--seed", o->seed, "seed of the weights")->required();
-  cmd->add_option("--vocab", o->vocab, "vocab_size (default: the tokenizer's size, or 1024 for a built one)");
-  cmd->add_option("--hidden", o->hidden, "hidden_size");
-  cmd->add_option("--layers", o->layers, "num_hidden_layers");
-  cmd->add_option("--heads", o->heads, "num_attention_heads");
-  cmd->add_option("--kv-heads", o->kv_heads, "num_key_value_heads");
-  cmd->add_option("--head-dim", o->head_dim, "head_dim (default hidden / heads)");
-  cmd->add_option("--ffn", o->ffn, "intermediate_size");
-  cmd->add_option("--tie", o->tie, "tie_word_embeddings: 1 (shared embedding and LM head) or 0");
+  add_integer_option(*cmd, "--seed", o->seed, "seed of the weights", uint64_t(0))->required();
+  // The sizes' own ranges; ModelConfig::validate checks how they fit together.
+  constexpr int64_t kMaxSize = model::ModelConfig::kMaxSize;
+  add_integer_option(*cmd, "--vocab", o->vocab, "vocab_size (default: the tokenizer's size, or 1024 for a built one)",
+                     int64_t(0), kMaxSize);
+  add_integer_option(*cmd, "--hidden", o->hidden, "hidden_size", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--layers", o->layers, "num_hidden_layers", int64_t(1), model::ModelConfig::kMaxLayers);
+  add_integer_option(*cmd, "--heads", o->heads, "num_attention_heads", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--kv-heads", o->kv_heads, "num_key_value_heads", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--head-dim", o->head_dim, "head_dim (default hidden / heads)", int64_t(0), kMaxSize);
+  add_integer_option(*cmd, "--ffn", o->ffn, "intermediate_size", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--tie", o->tie, "tie_word_embeddings: 1 (shared embedding and LM head) or 0", 0, 1);
   cmd->add_option("--dtype", o->dtype, "weights dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->add_option("--max-position-embeddings", o->max_position_embeddings, "max_position_embeddings");
+  add_integer_option(*cmd, "--max-position-embeddings", o->max_position_embeddings, "max_position_embeddings",
+                     int64_t(1), kMaxSize);
   cmd->add_option("--tokenizer", o->tokenizer, "copy this folder's tokenizer files instead of building one");
   cmd->add_option("--head", o->head,
                   "lm (ForCausalLM), value (ForTokenClassification: a critic) or score (ForSequenceClassification: "

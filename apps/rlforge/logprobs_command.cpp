@@ -20,11 +20,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "apps/rlforge/cli_numbers.h"
 #include "apps/rlforge/commands.h"
 #include "core/element_access.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/thread_pool.h"
 #include "formats/atomic_file.h"
+#include "formats/json_input.h"
 #include "formats/safetensors_writer.h"
 #include "model/causal_lm.h"
 #include "model/hf_folder.h"
@@ -41,14 +44,13 @@ struct LogprobsOptions {
   int threads = 0;
 };
 
+// Far above any batch of sequences worth one forward pass each; keeps a wrong path from filling memory.
+constexpr uint64_t kMaxInputBytes = uint64_t(1) << 30;
+
 std::vector<std::vector<int64_t>> read_sequences(const std::string& path, int64_t vocab_size,
                                                  int64_t max_position_embeddings) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(model::read_file_bytes(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
-  }
+  const nlohmann::json j =
+      formats::parse_json_input(core::read_input_file(path, kMaxInputBytes, "token sequences"), path);
   if (!j.is_object() || !j.contains("sequences"))
     throw IoError(path, "expected {\"sequences\": [[token ids...], ...]}: there is no \"sequences\" key");
   const nlohmann::json& list = j.at("sequences");
@@ -102,9 +104,7 @@ std::vector<std::pair<size_t, size_t>> forward_groups(const std::vector<std::vec
 }
 
 int run_logprobs(const LogprobsOptions& o) {
-  if (!(o.temperature > 0) || !std::isfinite(o.temperature))
-    throw Error(fmt::format("--temperature: must be a positive number, got {}", o.temperature));
-  if (o.max_tokens <= 0) throw Error(fmt::format("--max-tokens: must be positive, got {}", o.max_tokens));
+  if (!(o.temperature > 0)) throw Error(fmt::format("--temperature: must be a positive number, got {}", o.temperature));
   const ThreadPool pool(o.threads);
   const DType dtype = o.dtype == "f64" ? DType::f64 : DType::f32;
   const std::string config_path = (std::filesystem::path(o.model) / "config.json").string();
@@ -195,10 +195,11 @@ Command add_logprobs_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "JSON file to write: logprobs, entropy, loss")->required();
   cmd->add_option("--dtype", o->dtype, "compute dtype: f32 (fast kernels) or f64 (reference kernels)")
       ->check(CLI::IsMember({"f32", "f64"}));
-  cmd->add_option("--temperature", o->temperature, "logits are divided by it before the softmax");
+  add_number_option(*cmd, "--temperature", o->temperature, "logits are divided by it before the softmax");
   cmd->add_option("--grads", o->grads, "also write the f32 gradient of loss_seq_sum here (safetensors)");
-  cmd->add_option("--max-tokens", o->max_tokens, "tokens per forward pass (sequences are never split)");
-  cmd->add_option("--threads", o->threads, "OpenMP threads (0: one per core)");
+  add_integer_option(*cmd, "--max-tokens", o->max_tokens, "tokens per forward pass (sequences are never split)",
+                     int64_t(1));
+  add_integer_option(*cmd, "--threads", o->threads, "OpenMP threads (0: one per core)", 0, ThreadPool::kMaxThreads);
   return [o] { return run_logprobs(*o); };
 }
 

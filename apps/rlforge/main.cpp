@@ -24,6 +24,11 @@ int run_rlforge(const rf::dist::MpiRuntime& mpi, std::vector<std::string> args) 
   CLI::App app{"rlforge: reinforcement-learning post-training of LLMs on a Megatron-style engine"};
   app.footer("Any command takes --nproc N to run as N MPI ranks on this machine (mpirun is started for you).");
   app.require_subcommand(1);
+  // A bad option is one `rlforge:` line naming it, like every other error ("--n: expected an integer in
+  // [1, 65536], got '0'"); CLI11's default adds a second line after it.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("rlforge: {} (--help lists the options)\n", e.what());
+  });
   const std::vector<std::pair<std::string, rf::apps::Command>> commands = {
       {"info", rf::apps::add_info_command(app)},
       {"sft", rf::apps::add_sft_command(app, mpi)},

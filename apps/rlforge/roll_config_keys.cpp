@@ -295,11 +295,12 @@ void pg_clip_bound(Translator& t, const std::string& key) {
 }
 
 // ROLL's dual clip bounds a negative-advantage token's loss at (1 + 2 pg_clip)|A|: verl's clip_ratio_c.
-// verl always applies one (default 3); without ROLL's, the bound is infinite, which never binds.
+// verl always applies one (default 3); without ROLL's, the bound is the largest double, which never binds
+// on a finite ratio (config values are finite: config/bind.h).
 void dual_clip_loss(Translator& t, const std::string& key) {
   const double clip = t.get<double>("pg_clip").value_or(0.2);
   t.set_value("actor_rollout_ref.actor.clip_ratio_c",
-              t.get<bool>(key).value_or(false) ? 1.0 + 2.0 * clip : std::numeric_limits<double>::infinity());
+              t.get<bool>(key).value_or(false) ? 1.0 + 2.0 * clip : std::numeric_limits<double>::max());
 }
 
 // ROLL's KL loss is always k3, verl's low_var_kl.
@@ -536,7 +537,7 @@ void critic_model_type(Translator& t, const std::string& key) {
 
 // ROLL's value loss is ½ (v̂ - G)² averaged over each response's tokens, then over the responses
 // (seq-mean-token-mean, whatever loss_agg_mode says), with the clipped term when value_clip is set.
-// Without a clip it is verl's loss at an infinite clip range.
+// Without a clip it is verl's loss at the largest clip range, which never binds on finite values.
 void value_clip(Translator& t, const std::string& key) {
   if (!critic_runs(t)) {
     no_effect(t, key);
@@ -544,7 +545,7 @@ void value_clip(Translator& t, const std::string& key) {
   }
   const auto clip = t.get<double>(key);
   if (clip && *clip < 0) t.fail(key, fmt::format("must be >= 0 (null: no clip), got {}", *clip));
-  t.set_value("critic.cliprange_value", clip.value_or(std::numeric_limits<double>::infinity()));
+  t.set_value("critic.cliprange_value", clip.value_or(std::numeric_limits<double>::max()));
   t.set_value("critic.loss_agg_mode", std::string("seq-mean-token-mean"));
 }
 
@@ -650,7 +651,7 @@ constexpr RollKey kRollKeys[] = {
     {"reward_clip", "", "null", only_default, "null only: verl does not clip rewards"},
     {"advantage_clip", "", "null", only_default, "null only: verl does not clip advantages"},
     {"value_clip", "critic.cliprange_value critic.loss_agg_mode", "", value_clip,
-     "the critic's value clip (null: none, cliprange_value .inf); ROLL's value loss always averages per response "
+     "the critic's value clip (null: none, cliprange_value 1.7976931348623157e+308, the largest double); ROLL's value loss always averages per response "
      "(critic.loss_agg_mode seq-mean-token-mean, whatever loss_agg_mode says)"},
     {"max_len_mask", "", "false", only_default, "false only: verl keeps truncated responses in the loss"},
     {"difficulty_mask", "", "false", only_default, "false only: verl does not mask groups by difficulty"},
@@ -666,7 +667,7 @@ constexpr RollKey kRollKeys[] = {
     {"pg_clip_low", "", "0.2", pg_clip_bound, "lower clip range with use_pg_clip_range"},
     {"pg_clip_high", "", "0.2", pg_clip_bound, "upper clip range with use_pg_clip_range"},
     {"dual_clip_loss", "actor_rollout_ref.actor.clip_ratio_c", "false", dual_clip_loss,
-     "true: dual clip at 1 + 2 pg_clip; false: none (clip_ratio_c .inf; verl's default is 3)"},
+     "true: dual clip at 1 + 2 pg_clip; false: none (clip_ratio_c 1.7976931348623157e+308, the largest double; verl's default is 3)"},
     {"loss_agg_mode", "actor_rollout_ref.actor.loss_agg_mode", "seq-mean-token-mean", copy<std::string>,
      "token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"},
     {"use_kl_loss", "actor_rollout_ref.actor.use_kl_loss actor_rollout_ref.actor.kl_loss_type", "false", use_kl_loss,

@@ -10,15 +10,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "apps/rlforge/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "data/jsonl_dataset.h"
 #include "data/load_tokenizer.h"
 
 namespace rf::apps {
@@ -43,7 +43,9 @@ std::vector<int64_t> parse_ids(const std::string& json_text, const std::string& 
   if (!j.is_array()) throw Error(fmt::format("{}: expected a JSON array of token ids, got {}", what, j.type_name()));
   std::vector<int64_t> ids;
   for (const nlohmann::json& id : j) {
-    if (!id.is_number_integer()) throw Error(fmt::format("{}: {} is not a token id", what, id.dump()));
+    if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t(INT64_MAX)))
+      // An array or object is named, not printed: dump() recurses, and a line can nest a million deep.
+      throw Error(fmt::format("{}: {} is not a token id", what, id.is_structured() ? id.type_name() : id.dump()));
     ids.push_back(id.get<int64_t>());
   }
   return ids;
@@ -62,8 +64,7 @@ int run_tokenize(const TokenizeOptions& o, Input input) {
       std::printf("%s\n", ids_json(tok.encode(o.text, add)).c_str());
     return 0;
   }
-  std::ifstream in(o.file, std::ios::binary);
-  if (!in) throw IoError(o.file, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::ifstream in = core::open_input_file(o.file, "lines to tokenize");
   // One line in, one line out: a JSON string -> its ids, or with --decode an array of ids -> its text.
   const auto convert = [&](const std::string& line) -> std::string {
     if (o.decode) return nlohmann::json(tok.decode(parse_ids(line, "the line"), specials)).dump();
@@ -71,9 +72,8 @@ int run_tokenize(const TokenizeOptions& o, Input input) {
     if (!j.is_string()) throw Error(fmt::format("expected a JSON string, got {}", j.type_name()));
     return ids_json(tok.encode(j.get<std::string>(), add));
   };
-  size_t line_number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_number;
+  std::string line;
+  for (int64_t line_number = 1; core::read_line(in, line, data::kMaxJsonlLineBytes, o.file, line_number); ++line_number) {
     try {
       std::printf("%s\n", convert(line).c_str());
     } catch (const std::exception& e) {  // rf::Error or a JSON parse error

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <limits>
 
 #include "config/suggest.h"
 
@@ -92,14 +91,13 @@ uint64_t read_unsigned(const YAML::Node& node, const std::string& path, uint64_t
 }
 
 double read_double(const YAML::Node& node, const std::string& path) {
-  const std::string_view text = number_text(node, path, "a number");
-  // YAML's spellings of the special values (also what format_double writes).
-  if (text == ".inf" || text == ".Inf" || text == ".INF") return std::numeric_limits<double>::infinity();
-  if (text == "-.inf" || text == "-.Inf" || text == "-.INF") return -std::numeric_limits<double>::infinity();
-  if (text == ".nan" || text == ".NaN" || text == ".NAN") return std::numeric_limits<double>::quiet_NaN();
+  // Finite only: no config value means anything at infinity or NaN, and an .inf learning rate or
+  // temperature would otherwise pass every `>= 0` check downstream. from_chars also reads "inf" and
+  // "nan", and refuses a value out of double's range ("1e999").
+  const std::string_view text = number_text(node, path, "a finite number");
   double value = 0;
-  if (parse_whole(text, value)) return value;
-  throw_expected(path, "a number", node);
+  if (parse_whole(text, value) && std::isfinite(value)) return value;
+  throw_expected(path, "a finite number", node);
 }
 
 std::string read_string(const YAML::Node& node, const std::string& path) {

@@ -21,7 +21,7 @@
 // YAML::Node (a free-form subtree kept as is).
 //
 // Rules: an absent key keeps the struct's default; null is accepted only by optional and YAML::Node
-// fields; a list replaces the default list (it is not merged); unknown keys are errors with a "did
+// fields; a double must be finite (.inf, .nan and 1e999 are errors); a list replaces the default list (it is not merged); unknown keys are errors with a "did
 // you mean"; every struct's validate() runs after its fields are read, defaults included. Errors are
 // ConfigErrors keyed by the full path ("optim.lr", list elements "optim.betas[1]").
 //

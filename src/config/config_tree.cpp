@@ -3,18 +3,21 @@
 #include <fmt/format.h>
 
 #include <cctype>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "config/suggest.h"
+#include "config/yaml_checks.h"
 #include "config/yaml_util.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace rf::config {
 namespace {
+
+// A config file is a few kilobytes; this is far above any real one and keeps a wrong path (a dataset,
+// a device) from being parsed into a tree that takes gigabytes.
+constexpr uint64_t kMaxConfigFileBytes = uint64_t(1) << 20;
+// How much of an override value an error message repeats.
+constexpr size_t kMaxShownValueChars = 80;
 
 enum class OverrideKind : uint8_t { replace, add, add_or_replace };
 
@@ -61,6 +64,11 @@ Assignment parse_assignment(const std::string& text) {
   return assignment;
 }
 
+std::string shown_value(const std::string& value_text) {
+  if (value_text.size() <= kMaxShownValueChars) return value_text;
+  return fmt::format("{}... ({} characters)", value_text.substr(0, kMaxShownValueChars), value_text.size());
+}
+
 YAML::Node parse_value(const Assignment& assignment) {
   // Hydra reads `key=` as the empty string; YAML would read it as null.
   if (assignment.value_text.empty()) return YAML::Node(std::string());
@@ -68,15 +76,20 @@ YAML::Node parse_value(const Assignment& assignment) {
   try {
     value.reset(YAML::Load(assignment.value_text));
   } catch (const YAML::Exception& e) {
-    throw ConfigError(assignment.key,
-                      fmt::format("cannot parse the override value '{}': {}", assignment.value_text, e.msg));
+    throw ConfigError(assignment.key, fmt::format("cannot parse the override value '{}': {}",
+                                                  shown_value(assignment.value_text), e.msg));
   }
   // `key=a: b` or `key=- x` would parse as block collections, which is never what a command line
   // means; a string with ': ' in it has to be quoted.
   if ((value.IsMap() || value.IsSequence()) && value.Style() != YAML::EmitterStyle::Flow)
     throw ConfigError(assignment.key, fmt::format("override value '{}' is a block YAML collection: write it "
                                                   "in flow style ([a, b] or {{k: v}}) or quote it",
-                                                  assignment.value_text));
+                                                  shown_value(assignment.value_text)));
+  if (const auto problem = find_yaml_problem(value, YamlPositions::columns)) {
+    const std::string& inside = problem->key_path;  // "", "a.b" or "[1].a"
+    const std::string key = inside.empty() || inside[0] == '[' ? assignment.key + inside : assignment.key + "." + inside;
+    throw ConfigError(key, fmt::format("in the override value: {}", problem->what));
+  }
   return value;
 }
 
@@ -100,12 +113,7 @@ YAML::Node parse_value(const Assignment& assignment) {
 }  // namespace
 
 ConfigTree ConfigTree::from_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw IoError(path, "is a directory, not a YAML file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_string(text.str(), path);
+  return from_string(core::read_input_file(path, kMaxConfigFileBytes, "a YAML config"), path);
 }
 
 ConfigTree ConfigTree::from_string(const std::string& yaml, const std::string& source_name) {
@@ -121,6 +129,9 @@ ConfigTree ConfigTree::from_string(const std::string& yaml, const std::string& s
   if (documents.empty() || documents[0].IsNull()) return ConfigTree(YAML::Node(YAML::NodeType::Map));
   if (!documents[0].IsMap())
     throw IoError(source_name, fmt::format("the top level must be a map, got {}", describe_node(documents[0])));
+  if (const auto problem = find_yaml_problem(documents[0], YamlPositions::lines))
+    throw IoError(source_name,
+                  fmt::format("{}: {}", problem->key_path.empty() ? "(top level)" : problem->key_path, problem->what));
   return ConfigTree(documents[0]);
 }
 

@@ -18,7 +18,9 @@ namespace rf::config {
 class ConfigTree {
  public:
   // IoError naming the file (and the line and column of a YAML syntax error). The top level must be
-  // a map; an empty document is an empty map.
+  // a map; an empty document is an empty map. A file larger than 1 MiB or that is not a file (a
+  // device, a folder) is refused before parsing; a key given twice, a key that is not a name, and
+  // aliases that expand too far are refused naming the key and its lines (yaml_checks.h).
   static ConfigTree from_file(const std::string& path);
   // `source_name` stands for the file in error messages.
   static ConfigTree from_string(const std::string& yaml, const std::string& source_name);
@@ -35,7 +37,8 @@ class ConfigTree {
   // plain `a.b=v` override reaches every schema key, as in verl, whose YAML lists all defaults.
   void merge_defaults(const YAML::Node& defaults);
 
-  // ConfigError naming the key path (or the whole assignment when it is malformed).
+  // ConfigError naming the key path (or the whole assignment when it is malformed). The value is
+  // checked as a file is (yaml_checks.h).
   void apply_override(const std::string& assignment);
   void apply_overrides(const std::vector<std::string>& assignments);
 

@@ -1,10 +1,45 @@
 #include "config/yaml_json.h"
 
 #include <charconv>
-#include <regex>
+#include <cstdlib>
+#include <string_view>
 
 namespace rf::config {
 namespace {
+
+size_t count_digits(std::string_view text, size_t& pos) {
+  const size_t start = pos;
+  while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') ++pos;
+  return pos - start;
+}
+
+std::string_view without_sign(std::string_view text) {
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) text.remove_prefix(1);
+  return text;
+}
+
+// YAML 1.2's core schema, written out rather than as std::regex, whose recursive matcher overflows the
+// stack on a long scalar: int [-+]?[0-9]+, float [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?.
+bool is_core_integer(std::string_view text) {
+  text = without_sign(text);
+  size_t pos = 0;
+  return count_digits(text, pos) > 0 && pos == text.size();
+}
+
+bool is_core_float(std::string_view text) {
+  text = without_sign(text);
+  size_t pos = 0;
+  const size_t whole_digits = count_digits(text, pos);
+  size_t fraction_digits = 0;
+  if (pos < text.size() && text[pos] == '.') fraction_digits = count_digits(text, ++pos);
+  if (whole_digits == 0 && fraction_digits == 0) return false;
+  if (pos < text.size() && (text[pos] == 'e' || text[pos] == 'E')) {
+    ++pos;
+    if (pos < text.size() && (text[pos] == '-' || text[pos] == '+')) ++pos;
+    if (count_digits(text, pos) == 0) return false;
+  }
+  return pos == text.size();
+}
 
 nlohmann::json scalar_to_json(const YAML::Node& node) {
   const std::string& text = node.Scalar();
@@ -12,14 +47,16 @@ nlohmann::json scalar_to_json(const YAML::Node& node) {
   if (text == "null" || text == "~" || text.empty()) return nullptr;
   if (text == "true" || text == "True") return true;
   if (text == "false" || text == "False") return false;
-  static const std::regex integer(R"([-+]?[0-9]+)");
-  static const std::regex real(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (std::regex_match(text, integer)) {
+  if (is_core_integer(text)) {
     int64_t value = 0;
     const char* begin = text.data() + (text[0] == '+');
     if (std::from_chars(begin, text.data() + text.size(), value).ec == std::errc()) return value;
+    // Beyond int64: read as a float below, as the JSON readers of such configs would.
   }
-  if (std::regex_match(text, real)) return std::stod(text);
+  // strtod rather than from_chars: out of range it gives +-inf or 0 as PyYAML does ("1e999" is inf),
+  // where from_chars only reports the error. The text is digits, sign, '.' and 'e', so the locale's
+  // decimal point is '.' in the C locale rlforge runs in.
+  if (is_core_float(text)) return std::strtod(text.c_str(), nullptr);
   return text;
 }
 

@@ -34,7 +34,8 @@ class IoError : public Error {
  public:
   IoError(std::string path, const std::string& what_went_wrong);
   const std::string& path() const { return path_; }
-  const std::string& detail() const { return detail_; }  // what went wrong, without the path
+  // The message without the rank and path prefix, for adding context to it.
+  const std::string& detail() const { return detail_; }
 
  private:
   std::string path_;

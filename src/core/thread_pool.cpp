@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/error.h"
+
 namespace rf {
 
 int num_cores() {
@@ -31,6 +33,11 @@ int default_num_threads() {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads > 0 ? num_threads : default_num_threads()) {
+  // Tens of thousands of threads crash the OpenMP runtime when it starts them (a segfault, no message).
+  if (num_threads_ > kMaxThreads)
+    throw ConfigError(num_threads > 0 ? "num_threads" : "OMP_NUM_THREADS",
+                      fmt::format("{} OpenMP threads is more than the {} allowed (this process may run on {} cores)",
+                                  num_threads_, kMaxThreads, num_cores()));
   omp_set_dynamic(0);
   omp_set_num_threads(num_threads_);
 }

@@ -19,7 +19,7 @@ struct BpeModel::WordCache {
 };
 
 BpeModel::BpeModel(const BpeModelSpec& spec, const std::string& path)
-    : fuse_unk_(spec.fuse_unk), ignore_merges_(spec.ignore_merges), cache_(std::make_unique<WordCache>()) {
+    : path_(path), fuse_unk_(spec.fuse_unk), ignore_merges_(spec.ignore_merges), cache_(std::make_unique<WordCache>()) {
   vocab_.reserve(spec.vocab.size());
   std::unordered_map<int64_t, const std::string*> token_of_id;
   for (const auto& [token, id] : spec.vocab) {
@@ -98,6 +98,10 @@ std::vector<int32_t> BpeModel::merge_word(std::string_view word) const {
     } else if (unk_id_) {
       if (!fuse_unk_) flush_unk();
       pending_unk_bytes += uint32_t(length);
+    } else {
+      throw IoError(path_, fmt::format("model.vocab has no token for the character '{}' (U+{:04X}) and model.unk_token "
+                                       "is null, so it cannot be encoded (Hugging Face would drop it silently)",
+                                       word.substr(pos, length), uint32_t(c)));
     }
     pos += length;
   }

@@ -30,7 +30,9 @@ class BpeModel {
   ~BpeModel();
 
   // Appends the ids of `word`. A character outside the vocabulary becomes unk_token when there is
-  // one (consecutive ones fused with fuse_unk) and is dropped otherwise, as in Hugging Face.
+  // one (consecutive ones fused with fuse_unk). Without one it is an IoError naming the file and the
+  // character: Hugging Face drops the character silently, so the text the model sees would not be
+  // the text given (a byte-level vocabulary holds all 256 byte characters, so only a broken one errs).
   void encode_word(std::string_view word, std::vector<int64_t>& ids) const;
 
   std::optional<int64_t> id_of(std::string_view token) const;
@@ -55,6 +57,7 @@ class BpeModel {
   // a word's first step looks up every character, and a table beats hashing each one.
   std::array<int32_t, 0x180> id_of_small_char_;
   std::optional<int32_t> unk_id_;
+  std::string path_;  // the tokenizer.json, for encode errors
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
   std::unique_ptr<WordCache> cache_;  // behind a pointer: it holds a mutex, and a model must stay movable

@@ -56,6 +56,7 @@ BpeTokenizer::BpeTokenizer(TokenizerJson spec, const std::string& source, Tokeni
       pre_tokenizer_(spec.pre_tokenizer, source),
       model_(spec.model, source),
       single_template_(std::move(spec.single_template)),
+      source_(source),
       config_(std::move(config)) {
   // The text of every id: the model's vocabulary, overridden by added tokens (HF looks those up first).
   std::unordered_map<int64_t, const std::string*> text_of_id;
@@ -80,6 +81,12 @@ BpeTokenizer::BpeTokenizer(TokenizerJson spec, const std::string& source, Tokeni
       special_ids_.emplace(t.content, t.id);
     }
   }
+  // Each id costs a slot whether it has a token or not: a stray id of 2e9 would take tens of gigabytes.
+  const auto num_tokens = int64_t(text_of_id.size());
+  if (num_ids > 2 * num_tokens + kIdSlack)
+    throw IoError(source, fmt::format("the id {} of \"{}\" leaves {} of the {} ids up to it without a token; "
+                                      "expected ids numbered from 0 with few gaps",
+                                      num_ids - 1, *text_of_id.at(num_ids - 1), num_ids - num_tokens, num_ids));
   bytes_of_id_.resize(size_t(num_ids));
   kind_of_id_.assign(size_t(num_ids), IdKind::unused);
   for (const auto& [id, text] : text_of_id) {
@@ -97,6 +104,13 @@ BpeTokenizer::BpeTokenizer(TokenizerJson spec, const std::string& source, Tokeni
     if (const auto id = model_.id_of(*text)) return id;
     throw IoError(config_.path, fmt::format("{}: \"{}\" is not a token of {}", key, *text, source));
   };
+  if (single_template_) {
+    for (const TemplatePiece& piece : *single_template_)
+      for (const int64_t id : piece.ids)
+        if (id >= num_ids || kind_of_id_[size_t(id)] == IdKind::unused)
+          throw IoError(source, fmt::format("{}: id {} is not the id of any token of model.vocab or added_tokens",
+                                            piece.key, id));
+  }
   bos_id_ = id_of_config_token(config_.bos_token, "bos_token");
   eos_id_ = id_of_config_token(config_.eos_token, "eos_token");
   pad_id_ = id_of_config_token(config_.pad_token, "pad_token");
@@ -157,9 +171,10 @@ std::string BpeTokenizer::decode(std::span<const int64_t> ids, SpecialTokens spe
   std::string bytes;
   for (size_t pos = 0; pos < ids.size(); ++pos) {
     const int64_t id = ids[pos];
-    RF_CHECK(id >= 0 && id < vocab_size() && kind_of_id_[size_t(id)] != IdKind::unused,
-             "token id {} at position {} is not in the vocabulary (ids 0..{}{})", id, pos, vocab_size() - 1,
-             id >= 0 && id < vocab_size() ? ", which has no token with this id" : "");
+    if (id < 0 || id >= vocab_size() || kind_of_id_[size_t(id)] == IdKind::unused)
+      throw Error(fmt::format("cannot decode token id {} at position {}: {} has {}", id, pos, source_,
+                              id >= 0 && id < vocab_size() ? "no token with this id"
+                                                           : fmt::format("ids 0 to {}", vocab_size() - 1)));
     if (specials == SpecialTokens::skip && kind_of_id_[size_t(id)] == IdKind::special) continue;
     bytes += bytes_of_id_[size_t(id)];
   }

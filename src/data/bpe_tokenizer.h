@@ -5,8 +5,11 @@
 // (pre_tokenizer.h), BPE merges per word (bpe_model.h), and with AddSpecialTokens::yes the
 // TemplateProcessing post-processor. decode() maps each token back to bytes through the byte-level
 // alphabet (byte_level.h) and ends, as HF's ByteLevel decoder, with a lossy UTF-8 conversion.
-// Deliberate differences from HF: invalid UTF-8 given to encode() and ids outside the vocabulary given to
-// decode() are errors (HF's Rust API cannot receive the first and silently drops the second).
+// Deliberate differences from HF: invalid UTF-8 given to encode(), a character the vocabulary has no
+// token for (without an unk_token), and ids outside the vocabulary given to decode() are errors (HF's
+// Rust API cannot receive the first and silently drops the other two). A tokenizer.json whose ids are
+// mostly unused (the largest id over twice the number of tokens, plus kIdSlack) is refused at load, as
+// is a template whose special-token ids are not tokens: they would reach the model as ids of nothing.
 // encode() and decode() may be called from several threads at once (the word cache is locked).
 // What tokenizer.json features are supported: tokenizer_json.h. Chat templates: chat_template.h.
 #pragma once
@@ -27,6 +30,8 @@ namespace rf::data {
 
 class BpeTokenizer final : public Tokenizer {
  public:
+  static constexpr int64_t kIdSlack = 1024;
+
   // `path`: a folder with tokenizer.json (and tokenizer_config.json, read when present), or a
   // tokenizer.json file alone. IoError naming the file and key for anything missing, malformed or unsupported.
   static BpeTokenizer load(const std::string& path);
@@ -63,6 +68,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> bytes_of_id_;  // what decode() emits for each id
   std::vector<IdKind> kind_of_id_;
   std::map<std::string, int64_t, std::less<>> special_ids_;  // special added tokens by content
+  std::string source_;  // the tokenizer.json, for errors
   std::optional<int64_t> bos_id_, eos_id_, pad_id_;
   TokenizerConfig config_;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -68,8 +69,11 @@ class TaskKwargs {
   std::optional<int64_t> integer(std::string_view key) const {
     if (kwargs_.is_null() || !kwargs_.contains(key)) return std::nullopt;
     const nlohmann::json& value = kwargs_.at(key);
+    // nlohmann dumps a non-finite float (a YAML 1e999 read by config::yaml_to_json) as null.
+    const bool non_finite = value.is_number_float() && !std::isfinite(value.get<double>());
     if (!value.is_number_integer())
-      throw ConfigError(kwarg_path(key), fmt::format("expected an integer, got {}", value.dump()));
+      throw ConfigError(kwarg_path(key), fmt::format("expected an integer, got {}",
+                                                     non_finite ? fmt::format("{}", value.get<double>()) : value.dump()));
     return value.get<int64_t>();
   }
 

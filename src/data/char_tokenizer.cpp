@@ -4,15 +4,13 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "data/task.h"
+#include "data/tokenizer_json.h"
 
 namespace rf::data {
 namespace {
@@ -21,6 +19,7 @@ namespace fs = std::filesystem;
 using OrderedJson = nlohmann::ordered_json;  // keeps the files in the order Hugging Face writes them
 
 constexpr const char* kUnkToken = "<unk>";
+constexpr size_t kShownTextChars = 60;  // of a text that cannot be encoded, in the error
 
 bool is_printable_ascii(char c) { return c >= 0x20 && c <= 0x7e; }
 
@@ -137,8 +136,14 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text, AddSpecialToke
     }
     const auto byte = uint8_t(text[pos]);
     const int64_t id = byte < id_of_char_.size() ? id_of_char_[byte] : -1;
-    RF_CHECK(id >= 0, "character '{}' (0x{:02x}) at position {} is not in the tokenizer's alphabet \"{}\"",
-             is_printable_ascii(char(byte)) ? std::string(1, char(byte)) : std::string("?"), byte, pos, alphabet_);
+    if (id < 0) {
+      const bool cut = text.size() > kShownTextChars;
+      throw Error(fmt::format("cannot encode \"{}{}\": the character {}(0x{:02x}) at position {} is not in the "
+                              "character tokenizer's alphabet \"{}\"",
+                              text.substr(0, kShownTextChars), cut ? "..." : "",
+                              is_printable_ascii(char(byte)) ? fmt::format("'{}' ", char(byte)) : std::string(), byte,
+                              pos, alphabet_));
+    }
     ids.push_back(id);
     ++pos;
   }
@@ -150,8 +155,9 @@ std::string CharTokenizer::decode(std::span<const int64_t> ids, SpecialTokens sp
   text.reserve(ids.size());
   for (size_t pos = 0; pos < ids.size(); ++pos) {
     const int64_t id = ids[pos];
-    RF_CHECK(id >= 0 && id < vocab_size(), "token id {} at position {} is outside the vocabulary [0, {})", id, pos,
-             vocab_size());
+    if (id < 0 || id >= vocab_size())
+      throw Error(fmt::format("cannot decode token id {} at position {}: the character tokenizer has ids 0 to {}", id,
+                              pos, vocab_size() - 1));
     if (id >= kNumSpecialTokens)
       text += alphabet_[size_t(id - kNumSpecialTokens)];
     else if (specials == SpecialTokens::keep)
@@ -188,19 +194,12 @@ void CharTokenizer::save(const std::string& dir, int64_t model_max_length) const
 
 CharTokenizer CharTokenizer::load(const std::string& dir) {
   const std::string path = (fs::path(dir) / "tokenizer.json").string();
-  std::ifstream in(path);
-  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::string alphabet;
-  try {
-    alphabet = alphabet_from_tokenizer_json(nlohmann::json::parse(in), path);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path, fmt::format("not valid tokenizer JSON: {}", e.what()));
-  }
-  try {
-    return CharTokenizer(std::move(alphabet));
-  } catch (const Error& e) {
-    throw IoError(path, e.what());
-  }
+  return from_json(read_json_file(path), path);
+}
+
+CharTokenizer CharTokenizer::from_json(const nlohmann::json& tokenizer_json, const std::string& path) {
+  // alphabet_from_tokenizer_json checks everything the constructor does (one printable character per id).
+  return CharTokenizer(alphabet_from_tokenizer_json(tokenizer_json, path));
 }
 
 }  // namespace rf::data

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "data/tokenizer.h"
@@ -36,6 +37,8 @@ class CharTokenizer final : public Tokenizer {
   // Reads `dir`/tokenizer.json as save() writes it. Any other kind of tokenizer.json is an IoError
   // naming the file.
   static CharTokenizer load(const std::string& dir);
+  // From a parsed tokenizer.json; `path` names it in errors.
+  static CharTokenizer from_json(const nlohmann::json& tokenizer_json, const std::string& path);
 
   const std::string& alphabet() const { return alphabet_; }
 

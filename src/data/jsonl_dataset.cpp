@@ -2,18 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "formats/json_input.h"
 
 namespace rf::data {
-namespace {
 
-// One row -> Example; a malformed row is an IoError naming the file and the line.
-Example parse_row(const nlohmann::json& row, const std::string& path, int64_t line_number) {
+Example example_from_jsonl_row(const nlohmann::json& row, const std::string& path, int64_t line_number) {
   const auto require = [&](bool ok, const std::string& what) {
     if (!ok) throw IoError(path, fmt::format("line {}: {}", line_number, what));
   };
@@ -46,16 +43,11 @@ Example parse_row(const nlohmann::json& row, const std::string& path, int64_t li
   return example;
 }
 
-}  // namespace
-
-void for_each_jsonl_row(const std::string& path, const std::string& what,
-                        const std::function<void(const nlohmann::json& row, int64_t line)>& row) {
-  std::ifstream in(path);
-  if (!in)
-    throw IoError(path, fmt::format("cannot open{}: {}", what.empty() ? "" : " (" + what + ")", std::strerror(errno)));
+void for_each_jsonl_row(std::istream& in, const std::string& path, const JsonlRowFn& row) {
   std::string line;
-  for (int64_t line_number = 1; std::getline(in, line); ++line_number) {
+  for (int64_t line_number = 1; core::read_line(in, line, kMaxJsonlLineBytes, path, line_number); ++line_number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    formats::check_json_nesting(line, path, fmt::format("line {}: ", line_number));
     nlohmann::json parsed;
     try {
       parsed = nlohmann::json::parse(line);
@@ -64,7 +56,18 @@ void for_each_jsonl_row(const std::string& path, const std::string& what,
     }
     row(parsed, line_number);
   }
-  if (in.bad()) throw IoError(path, fmt::format("read failed: {}", std::strerror(errno)));
+}
+
+void for_each_jsonl_row(const std::string& path, const std::string& what, const JsonlRowFn& row) {
+  std::ifstream in;
+  try {
+    in = core::open_input_file(path, "JSONL rows");
+  } catch (const IoError& e) {
+    if (what.empty()) throw;
+    // The key that named the file ("data.train_files") says which list to fix.
+    throw IoError(path, fmt::format("{} (named by {})", e.detail(), what));
+  }
+  for_each_jsonl_row(in, path, row);
 }
 
 JsonlDataset::JsonlDataset(std::vector<std::string> paths) : path_(fmt::format("{}", fmt::join(paths, ", "))) {
@@ -72,7 +75,7 @@ JsonlDataset::JsonlDataset(std::vector<std::string> paths) : path_(fmt::format("
   for (const std::string& path : paths) {
     const size_t before = examples_.size();
     for_each_jsonl_row(path, "", [&](const nlohmann::json& row, int64_t line) {
-      examples_.push_back(parse_row(row, path, line));
+      examples_.push_back(example_from_jsonl_row(row, path, line));
     });
     if (examples_.size() == before) throw IoError(path, "no rows");
   }

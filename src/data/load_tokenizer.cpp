@@ -24,7 +24,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
                                     : nullptr;
   const nlohmann::json type = model && model->is_object() ? model->value("type", nlohmann::json()) : nlohmann::json();
   if (type == "BPE") return std::make_unique<BpeTokenizer>(BpeTokenizer::from_folder(dir, tokenizer_json));
-  if (type == "WordLevel") return std::make_unique<CharTokenizer>(CharTokenizer::load(dir));
+  if (type == "WordLevel") return std::make_unique<CharTokenizer>(CharTokenizer::from_json(tokenizer_json, path));
   throw IoError(path, fmt::format("model.type is {}: expected \"BPE\" (Hugging Face byte-level BPE) or \"WordLevel\" "
                                   "(the built-in character tokenizer)",
                                   type.dump()));

@@ -96,8 +96,10 @@ PreTokenizer::PreTokenizer(const std::vector<PreTokenizerStep>& steps, const std
   for (const PreTokenizerStep& step : steps) {
     if (const auto* split = std::get_if<SplitStep>(&step)) {
       try {
-        UnicodeRegex regex = split->pattern_kind == PatternKind::regex ? UnicodeRegex::oniguruma(split->pattern)
-                                                                       : UnicodeRegex::literal(split->pattern);
+        UnicodeRegex::Origin origin{path, split->key + ".pattern"};
+        UnicodeRegex regex = split->pattern_kind == PatternKind::regex
+                                 ? UnicodeRegex::oniguruma(split->pattern, std::move(origin))
+                                 : UnicodeRegex::literal(split->pattern, std::move(origin));
         steps_.push_back({Split{std::move(regex), split->behavior, split->invert}, std::nullopt});
       } catch (const Error& e) {
         throw IoError(path, fmt::format("{}.pattern: {}", split->key, e.what()));
@@ -105,7 +107,8 @@ PreTokenizer::PreTokenizer(const std::vector<PreTokenizerStep>& steps, const std
     } else {
       const auto& byte_level = std::get<ByteLevelStep>(step);
       steps_.push_back({std::nullopt, ByteLevel{byte_level.add_prefix_space, byte_level.use_regex}});
-      if (byte_level.use_regex && !gpt2_regex_) gpt2_regex_ = UnicodeRegex::oniguruma(kGpt2Pattern);
+      if (byte_level.use_regex && !gpt2_regex_)
+        gpt2_regex_ = UnicodeRegex::oniguruma(kGpt2Pattern, {path, "pre_tokenizer (ByteLevel's GPT-2 regex)"});
     }
   }
 }

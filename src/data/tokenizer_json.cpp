@@ -2,13 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "formats/json_input.h"
 
 namespace rf::data {
 namespace {
@@ -146,6 +145,7 @@ BpeModelSpec parse_model(const json& m, const Where& where) {
 
   const json& vocab = where.field(m, "model", "vocab");
   if (!vocab.is_object()) where.fail("model.vocab", "expected an object of token -> id");
+  if (vocab.empty()) where.fail("model.vocab", "is empty: every text would encode to no tokens");
   spec.vocab.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items())
     spec.vocab.emplace_back(token, where.id_value(id, fmt::format("model.vocab[\"{}\"]", token)));
@@ -184,7 +184,7 @@ std::vector<TemplatePiece> parse_template(const json& processor, const std::stri
       const json& sequence = piece.at("Sequence");
       if (!sequence.is_object() || sequence.value("id", json()) != "A")
         where.fail(piece_key, fmt::format("a single-sequence template can only hold sequence A, got {}", piece.dump()));
-      pieces.push_back({TemplatePiece::Kind::sequence, {}});
+      pieces.push_back({TemplatePiece::Kind::sequence, {}, piece_key});
     } else if (piece.is_object() && piece.contains("SpecialToken")) {
       const json& token = piece.at("SpecialToken");
       const std::string name = token.is_object() ? token.value("id", std::string()) : std::string();
@@ -193,7 +193,7 @@ std::vector<TemplatePiece> parse_template(const json& processor, const std::stri
       const std::string ids_key = fmt::format("{}.special_tokens[\"{}\"].ids", key, name);
       const json& ids = where.field(specials.at(name), ids_key, "ids");
       if (!ids.is_array() || ids.empty()) where.fail(ids_key, "expected a non-empty array of ids");
-      TemplatePiece special{TemplatePiece::Kind::special_token, {}};
+      TemplatePiece special{TemplatePiece::Kind::special_token, {}, ids_key};
       for (const json& id : ids) special.ids.push_back(where.id_value(id, ids_key));
       pieces.push_back(std::move(special));
     } else {
@@ -249,13 +249,7 @@ TokenizerJson parse_tokenizer_json(const json& j, const std::string& path) {
 }
 
 json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
-  }
+  return formats::parse_json_input(core::read_input_file(path, kMaxTokenizerFileBytes, "a tokenizer JSON file"), path);
 }
 
 }  // namespace rf::data

@@ -62,6 +62,7 @@ struct TemplatePiece {
   enum class Kind : uint8_t { sequence, special_token };
   Kind kind = Kind::sequence;
   std::vector<int64_t> ids;  // the special token's ids; empty for the sequence
+  std::string key;           // "post_processor.special_tokens[\"<bos>\"].ids", for errors found later
 };
 
 struct TokenizerJson {
@@ -74,10 +75,15 @@ struct TokenizerJson {
   std::optional<std::vector<TemplatePiece>> single_template;
 };
 
-// `path` names the file in errors (an IoError "<path>: <key>: <what is wrong>").
+// `path` names the file in errors (an IoError "<path>: <key>: <what is wrong>"). An empty model.vocab
+// is refused: every text would encode to no tokens.
 TokenizerJson parse_tokenizer_json(const nlohmann::json& j, const std::string& path);
 
-// The JSON document in `path`; IoError naming the file when it is missing or malformed.
+// tokenizer.json files reach tens of megabytes (Gemma's 33 MB); read_json_file refuses more than this.
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t(1) << 28;
+
+// The JSON document in `path`; IoError naming the file when it is missing, not a file (a device),
+// larger than kMaxTokenizerFileBytes, or malformed.
 nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace rf::data

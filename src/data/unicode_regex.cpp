@@ -99,8 +99,8 @@ std::string translate_oniguruma(std::string_view p) {
 
 }  // namespace
 
-UnicodeRegex::UnicodeRegex(const std::string& pcre2_pattern, bool literal, std::string_view shown)
-    : code_(nullptr, pcre2_code_free_8) {
+UnicodeRegex::UnicodeRegex(const std::string& pcre2_pattern, bool literal, std::string_view shown, Origin origin)
+    : code_(nullptr, pcre2_code_free_8), shown_(shown), origin_(std::move(origin)) {
   pcre2_compile_context* context = pcre2_compile_context_create(nullptr);
   pcre2_set_newline(context, PCRE2_NEWLINE_LF);  // Ruby: '.', '^' and '$' know only '\n'
   int error = 0;
@@ -119,11 +119,24 @@ UnicodeRegex::UnicodeRegex(const std::string& pcre2_pattern, bool literal, std::
   pcre2_jit_compile(code_.get(), PCRE2_JIT_COMPLETE);
 }
 
-UnicodeRegex UnicodeRegex::oniguruma(std::string_view pattern) {
-  return UnicodeRegex(translate_oniguruma(pattern), false, pattern);
+UnicodeRegex UnicodeRegex::oniguruma(std::string_view pattern, Origin origin) {
+  return UnicodeRegex(translate_oniguruma(pattern), false, pattern, std::move(origin));
 }
 
-UnicodeRegex UnicodeRegex::literal(std::string_view text) { return UnicodeRegex(std::string(text), true, text); }
+UnicodeRegex UnicodeRegex::literal(std::string_view text, Origin origin) {
+  return UnicodeRegex(std::string(text), true, text, std::move(origin));
+}
+
+void UnicodeRegex::throw_match_failure(int pcre2_error, size_t text_bytes) const {
+  PCRE2_UCHAR message[256];
+  pcre2_get_error_message(pcre2_error, message, sizeof(message));
+  const std::string what =
+      fmt::format("regex \"{}\" failed on a text of {} bytes: {} (PCRE2 error {}); a pattern that backtracks "
+                  "without bound, such as (a+)+$?",
+                  shown_, text_bytes, reinterpret_cast<const char*>(message), pcre2_error);
+  if (origin_.path.empty()) throw Error(what);
+  throw IoError(origin_.path, fmt::format("{}: {}", origin_.key, what));
+}
 
 std::vector<std::pair<size_t, size_t>> UnicodeRegex::find_all(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> matches;
@@ -143,7 +156,7 @@ void UnicodeRegex::for_each_match(std::string_view text, const std::function<voi
     // The caller validated the UTF-8 once; PCRE2 would otherwise re-check the whole subject per call.
     const int rc = pcre2_match(code_.get(), subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    RF_CHECK(rc > 0, "regex match failed with PCRE2 error {}", rc);
+    if (rc <= 0) throw_match_failure(rc, text.size());
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());
     const size_t start = ovector[0], end = ovector[1];
     if (start == end && have_last && end == last_end) {

@@ -4,8 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "core/input_file.h"
+#include "formats/json_input.h"
 
 namespace rf::formats {
 namespace {
@@ -23,16 +24,10 @@ bool is_plain_file_name(const std::string& name) {
 
 // The index: its weight_map (tensor name -> shard file name) and the rest of it.
 SafetensorsSplit read_index(const std::string& index_path) {
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) throw IoError(index_path, "cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(index_path, fmt::format("not valid JSON: {}", e.what()));
-  }
+  // A real index lists a few thousand tensors: a few hundred kilobytes.
+  constexpr uint64_t kMaxIndexBytes = uint64_t(64) << 20;
+  nlohmann::json index =
+      parse_json_input(core::read_input_file(index_path, kMaxIndexBytes, "a safetensors index"), index_path);
   if (!index.is_object()) throw IoError(index_path, "not a JSON object");
   const auto weight_map = index.find("weight_map");
   if (weight_map == index.end() || !weight_map->is_object())

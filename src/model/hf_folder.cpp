@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "formats/atomic_file.h"
+#include "formats/json_input.h"
 #include "formats/safetensors_folder.h"
 #include "formats/safetensors_folder_writer.h"
 #include "model/param_layout.h"
@@ -18,14 +20,6 @@ namespace rf::model {
 namespace {
 
 namespace fs = std::filesystem;
-
-nlohmann::json parse_json_text(const std::string& text, const std::string& path) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
-  }
-}
 
 }  // namespace
 
@@ -68,7 +62,8 @@ HfModelFolder HfModelFolder::open(const std::string& dir) {
   HfModelFolder folder;
   const std::string config_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(config_path, ec)) throw IoError(config_path, "missing: a model folder needs config.json");
-  folder.config_json = parse_json_text(read_file_bytes(config_path), config_path);
+  folder.config_json = formats::parse_json_input(
+      core::read_input_file(config_path, ModelConfig::kMaxConfigJsonBytes, "a model's config.json"), config_path);
   folder.config = ModelConfig::from_json(folder.config_json, config_path);
 
   const formats::SafetensorsFolder weights(dir);
@@ -93,7 +88,7 @@ HfModelFolder HfModelFolder::open(const std::string& dir) {
     // Small JSON files are checked here so that a broken one is named now, not when a later tool
     // reads the copy; tokenizer.json (megabytes) is the tokenizer's to check.
     if (std::string_view(name).ends_with(".json") && std::string_view(name) != "tokenizer.json")
-      parse_json_text(contents, path);
+      formats::parse_json_input(contents, path);
     folder.side_files.emplace(name, std::move(contents));
   }
   return folder;
@@ -219,7 +214,7 @@ std::vector<int64_t> generation_eos_ids(const HfModelFolder& folder, const std::
   };
   if (const auto it = folder.side_files.find("generation_config.json"); it != folder.side_files.end()) {
     const std::string path = (fs::path(dir) / it->first).string();
-    if (auto ids = ids_of(parse_json_text(it->second, path), "generation_config.json")) return *ids;
+    if (auto ids = ids_of(formats::parse_json_input(it->second, path), "generation_config.json")) return *ids;
   }
   return ids_of(folder.config_json, "config.json").value_or(std::vector<int64_t>{});
 }

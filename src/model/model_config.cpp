@@ -2,26 +2,57 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <cmath>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "formats/json_input.h"
 #include "model/rope_scaling.h"
 
 namespace rf::model {
 namespace {
 
-// Reads `key` as T when present; a wrong JSON type is a ConfigError naming the key.
+// How an error shows a JSON value: nlohmann writes a non-finite float (which a YAML model.config can
+// hold: config/yaml_json.h) as null.
+std::string shown(const nlohmann::json& value) {
+  if (value.is_number_float() && !std::isfinite(value.get<double>())) return fmt::format("{}", value.get<double>());
+  return value.dump();
+}
+
+[[noreturn]] void throw_unexpected(const char* key, const std::string& source, std::string_view expected,
+                                   const nlohmann::json& value) {
+  throw ConfigError(key, fmt::format("in {}: unexpected value {} (expected {})", source, shown(value), expected));
+}
+
+// Each type's reading is strict: nlohmann's get<int64_t>() would truncate 16.7 to 16, wrap 2^63, and
+// convert 1e30 with undefined behaviour; get<bool>() of a number and get<double>() of a bool throw
+// messages that name neither the key nor the file.
+void read_value(const nlohmann::json& value, const std::string& source, const char* key, int64_t& out) {
+  if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX)))
+    throw_unexpected(key, source, "an integer", value);
+  out = value.get<int64_t>();
+}
+void read_value(const nlohmann::json& value, const std::string& source, const char* key, double& out) {
+  if (!value.is_number() || !std::isfinite(value.get<double>())) throw_unexpected(key, source, "a finite number", value);
+  out = value.get<double>();
+}
+void read_value(const nlohmann::json& value, const std::string& source, const char* key, bool& out) {
+  if (!value.is_boolean()) throw_unexpected(key, source, "true or false", value);
+  out = value.get<bool>();
+}
+void read_value(const nlohmann::json& value, const std::string& source, const char* key, std::string& out) {
+  if (!value.is_string()) throw_unexpected(key, source, "a string", value);
+  out = value.get<std::string>();
+}
+
+// Reads `key` when present and not null; a wrong JSON type is a ConfigError naming the key.
 template <class T>
 void read_optional(const nlohmann::json& json, const std::string& source, const char* key, T& out) {
   auto it = json.find(key);
   if (it == json.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw ConfigError(key, fmt::format("in {}: unexpected value {}", source, it->dump()));
-  }
+  read_value(*it, source, key, out);
 }
 
 template <class T>
@@ -194,8 +225,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string
   read_optional(json, source, "tie_word_embeddings", c.tie_word_embeddings);
   read_optional(json, source, "initializer_range", c.initializer_range);
   read_optional(json, source, "torch_dtype", c.torch_dtype);
-  if (json.contains("bos_token_id") && json["bos_token_id"].is_number_integer()) c.bos_token_id = json["bos_token_id"];
-  if (json.contains("eos_token_id") && json["eos_token_id"].is_number_integer()) c.eos_token_id = json["eos_token_id"];
+  // A list of ids (Llama-3.1's eos [128001, 128008, 128009]) is not read here: generation_config.json has it.
+  for (const auto& [key, id] : {std::pair{"bos_token_id", &c.bos_token_id}, std::pair{"eos_token_id", &c.eos_token_id}})
+    if (!json.contains(key) || !json.at(key).is_array()) read_optional(json, source, key, *id);
   c.attention_bias = c.arch == Arch::qwen2;
   if (c.arch != Arch::qwen2) read_optional(json, source, "attention_bias", c.attention_bias);
   c.qk_norm = c.arch == Arch::qwen3;
@@ -206,15 +238,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string
 }
 
 ModelConfig ModelConfig::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path, "cannot open model config");
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path, fmt::format("not valid JSON: {}", e.what()));
-  }
-  return from_json(json, path);
+  return from_json(
+      formats::parse_json_input(core::read_input_file(path, kMaxConfigJsonBytes, "a model's config.json"), path), path);
 }
 
 nlohmann::json ModelConfig::to_json() const {
@@ -244,23 +269,40 @@ nlohmann::json ModelConfig::to_json() const {
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](const char* key, int64_t value) {
+  auto size = [](const char* key, int64_t value, int64_t max) {
     if (value <= 0) throw ConfigError(key, fmt::format("must be positive, got {}", value));
+    if (value > max) throw ConfigError(key, fmt::format("{} is more than the {} rlforge supports", value, max));
   };
-  positive("vocab_size", vocab_size);
-  positive("hidden_size", hidden_size);
-  positive("intermediate_size", intermediate_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("num_key_value_heads", num_key_value_heads);
-  positive("head_dim", head_dim);
-  positive("max_position_embeddings", max_position_embeddings);
+  size("vocab_size", vocab_size, kMaxSize);
+  size("hidden_size", hidden_size, kMaxSize);
+  size("intermediate_size", intermediate_size, kMaxSize);
+  size("num_hidden_layers", num_hidden_layers, kMaxLayers);
+  size("num_attention_heads", num_attention_heads, kMaxSize);
+  size("num_key_value_heads", num_key_value_heads, kMaxSize);
+  size("head_dim", head_dim, kMaxSize);
+  size("max_position_embeddings", max_position_embeddings, kMaxSize);
   if (num_attention_heads % num_key_value_heads != 0)
     throw ConfigError("num_key_value_heads", fmt::format("{} does not divide num_attention_heads={}",
                                                          num_key_value_heads, num_attention_heads));
   if (head_dim % 2 != 0) throw ConfigError("head_dim", fmt::format("must be even for rotary embeddings, got {}", head_dim));
-  if (!(rms_norm_eps > 0)) throw ConfigError("rms_norm_eps", fmt::format("must be positive, got {}", rms_norm_eps));
-  if (!(rope_theta > 0)) throw ConfigError("rope_theta", fmt::format("must be positive, got {}", rope_theta));
+  auto positive_finite = [](const char* key, double value) {
+    if (!(value > 0) || !std::isfinite(value))
+      throw ConfigError(key, fmt::format("must be a positive finite number, got {}", value));
+  };
+  positive_finite("rms_norm_eps", rms_norm_eps);
+  positive_finite("rope_theta", rope_theta);
+  if (!std::isfinite(initializer_range))
+    throw ConfigError("initializer_range", fmt::format("must be finite, got {}", initializer_range));
+  // In double, so that the check itself cannot overflow: every offset of the flat parameter buffer
+  // (param_layout.h) then fits int64 with room to spare.
+  const double C = double(hidden_size), HD = double(num_attention_heads) * double(head_dim),
+               KD = double(num_key_value_heads) * double(head_dim), F = double(intermediate_size);
+  const double per_layer = C * (HD + 2 * KD) + HD * C + 3 * C * F + 2 * C + 2 * (HD + KD);
+  const double num_parameters = 2 * double(vocab_size) * C + double(num_hidden_layers) * per_layer + C;
+  if (num_parameters > kMaxParameters)
+    throw ConfigError("hidden_size", fmt::format("these sizes make about {:.3g} parameters, more than the {:.3g} "
+                                                 "rlforge addresses",
+                                                 num_parameters, kMaxParameters));
   if (head != HeadKind::lm && num_labels < 1)
     throw ConfigError("id2label", fmt::format("a {} head needs at least one label, got {}", head_name(head), num_labels));
 }

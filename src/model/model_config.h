@@ -10,6 +10,7 @@
 // here; HfModelFolder (hf_folder.h) keeps them for export.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -31,6 +32,14 @@ enum class Arch : uint8_t { llama, qwen2, qwen3 };
 enum class HeadKind : uint8_t { lm, value, score };
 
 struct ModelConfig {
+  // Limits of validate(), far above any real model: sizes fit int32 (the kernels' row and column
+  // counts), the layer loop stays short, and every parameter offset fits int64 with room to spare.
+  static constexpr int64_t kMaxSize = INT32_MAX;
+  static constexpr int64_t kMaxLayers = 4096;
+  static constexpr double kMaxParameters = 0x1p50;  // 10^15
+  // config.json is a few kilobytes; from_file refuses more than this before parsing.
+  static constexpr uint64_t kMaxConfigJsonBytes = uint64_t(1) << 20;
+
   Arch arch = Arch::llama;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
@@ -53,7 +62,8 @@ struct ModelConfig {
   HeadKind head = HeadKind::lm;  // architectures[0]; lm when config.json names no class
   int64_t num_labels = 1;        // the value or score head's outputs (not read for lm)
 
-  // `source` names the file in error messages.
+  // `source` names the file in error messages. Every field read must have its JSON type (an integer
+  // field refuses 16.7, 1e30 and 2^63) and doubles must be finite.
   static ModelConfig from_json(const nlohmann::json& json, const std::string& source);
   static ModelConfig from_file(const std::string& path);
   nlohmann::json to_json() const;  // HF config.json fields (id2label and label2id for a value or score head)

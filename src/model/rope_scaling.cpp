@@ -2,18 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace rf::model {
 namespace {
 
-// rope_scaling.<key> as a positive number.
+// rope_scaling.<key> as a positive finite number (a YAML model.config can hold an infinity).
 double positive_field(const nlohmann::json& scaling, const char* key, const std::string& source) {
   const auto it = scaling.find(key);
-  if (it == scaling.end() || !it->is_number() || !(it->get<double>() > 0))
+  if (it == scaling.end() || !it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
     throw ConfigError(fmt::format("rope_scaling.{}", key),
-                      fmt::format("in {}: expected a positive number, got {}", source,
-                                  it == scaling.end() ? std::string("nothing") : it->dump()));
+                      fmt::format("in {}: expected a positive finite number, got {}", source,
+                                  it == scaling.end()        ? std::string("nothing")
+                                  : it->is_number_float() ? fmt::format("{}", it->get<double>())
+                                                          : it->dump()));
   return it->get<double>();
 }
 

@@ -163,7 +163,7 @@ const std::vector<RowCase>& row_cases() {
       {"critic_warmup", "critic_warmup: 0", "trainer.critic_warmup", "0"},
       {"value_clip", with_critic("{}", "value_clip: 0.2"), "critic.cliprange_value", "0.2"},
       {"value_clip", with_critic("{}", "value_clip: 0.2"), "critic.loss_agg_mode", "seq-mean-token-mean"},
-      {"value_clip", with_critic("{}", "value_clip: null"), "critic.cliprange_value", ".inf"},
+      {"value_clip", with_critic("{}", "value_clip: null"), "critic.cliprange_value", "1.7976931348623157e+308"},
       {"add_token_level_kl", "{adv_estimator: reinforce, whiten_advantages: true, add_token_level_kl: true}",
        "algorithm.use_kl_in_reward", "true"},
       {"kl_penalty", "kl_penalty: mse", "algorithm.kl_penalty", "mse"},
@@ -184,7 +184,8 @@ const std::vector<RowCase>& row_cases() {
        "0.4"},
       {"pg_clip_low", "pg_clip_low: 0.1", "actor_rollout_ref.actor.clip_ratio_low", "0.2"},  // ignored without range
       {"dual_clip_loss", "{dual_clip_loss: true, pg_clip: 0.25}", "actor_rollout_ref.actor.clip_ratio_c", "1.5"},
-      {"dual_clip_loss", "dual_clip_loss: false", "actor_rollout_ref.actor.clip_ratio_c", ".inf"},
+      {"dual_clip_loss", "dual_clip_loss: false", "actor_rollout_ref.actor.clip_ratio_c",
+       "1.7976931348623157e+308"},
       {"loss_agg_mode", "loss_agg_mode: seq-mean-token-sum", "actor_rollout_ref.actor.loss_agg_mode",
        "seq-mean-token-sum"},
       {"use_kl_loss", "use_kl_loss: true", "actor_rollout_ref.actor.use_kl_loss", "true"},
@@ -452,7 +453,7 @@ TEST(RollConfig, AbsentKeysTakeRollsDefaults) {
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"actor_rollout_ref.actor.loss_agg_mode", "seq-mean-token-mean"},
       {"actor_rollout_ref.actor.kl_loss_coef", "0"},
-      {"actor_rollout_ref.actor.clip_ratio_c", ".inf"},
+      {"actor_rollout_ref.actor.clip_ratio_c", "1.7976931348623157e+308"},
       {"actor_rollout_ref.actor.optim.lr", "5e-05"},
       {"actor_rollout_ref.actor.optim.weight_decay", "0"},
       {"actor_rollout_ref.actor.optim.lr_decay_style", "linear"},
@@ -512,7 +513,7 @@ TEST(RollConfig, ACriticSectionTakesRollsDefaultsNotTheActors) {
       {"critic.ppo_micro_batch_size_per_gpu", "8"},
       {"critic.ppo_mini_batch_size", "16"},
       {"critic.ppo_epochs", "1"},
-      {"critic.cliprange_value", ".inf"},  // ROLL's value_clip null: no clip
+      {"critic.cliprange_value", "1.7976931348623157e+308"},  // ROLL's value_clip null: no clip
       {"critic.loss_agg_mode", "seq-mean-token-mean"},
       {"trainer.critic_warmup", "0"},
       {"algorithm.lam", "0.95"},

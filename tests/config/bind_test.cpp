@@ -141,18 +141,29 @@ TEST(Bind, BindIntoStartsFromTheGivenValues) {
 }
 
 TEST(Bind, ScalarSpellings) {
-  const auto c = bind<AllTypesConfig>(YAML::Load("{lr: +1e-3, num_epochs: +2, clip: .inf, name: '007'}"), "cfg");
+  const auto c = bind<AllTypesConfig>(YAML::Load("{lr: +1e-3, num_epochs: +2, clip: -2.5e+2, name: '007'}"), "cfg");
   EXPECT_EQ(c.lr, 1e-3);
   EXPECT_EQ(c.num_epochs, 2);
-  EXPECT_EQ(c.clip, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(c.clip, -250.0);
   EXPECT_EQ(c.name, "007");
-  EXPECT_TRUE(std::isnan(*bind<AllTypesConfig>(YAML::Load("clip: .nan"), "cfg").clip));
   EXPECT_EQ(bind<AllTypesConfig>(YAML::Load("total_steps: -9223372036854775808"), "cfg").total_steps,
             std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(bind<AllTypesConfig>(YAML::Load("lr: 1.7976931348623157e+308"), "cfg").lr,
+            std::numeric_limits<double>::max());
+}
+
+// Infinities and NaN used to bind (.inf, .nan, and "inf" through from_chars), so `lr=.inf` or a
+// temperature of inf passed every `>= 0` check downstream.
+TEST(BindErrors, FloatsMustBeFinite) {
+  for (const char* text : {".inf", "-.inf", ".Inf", ".NAN", ".nan", "inf", "-infinity", "nan", "1e999", "-1e400"}) {
+    expect_error(fmt::format("lr: {}", text), "cfg.lr", fmt::format("expected a finite number, got '{}'", text));
+    expect_error(fmt::format("clip: {}", text), "cfg.clip", "expected a finite number");
+    expect_error(fmt::format("betas: [0.9, {}]", text), "cfg.betas[1]", "expected a finite number");
+  }
 }
 
 TEST(BindErrors, NullForANonOptionalField) {
-  expect_error("lr: null", "cfg.lr", "expected a number, got null");
+  expect_error("lr: null", "cfg.lr", "expected a finite number, got null");
   expect_error("name: ~", "cfg.name", "expected a string, got null");
   expect_error("schedule:", "cfg.schedule", "expected a map, got null");
   expect_error("betas: null", "cfg.betas", "expected a list, got null");
@@ -177,9 +188,9 @@ TEST(BindErrors, RootPathIsEmpty) {
 }
 
 TEST(BindErrors, WrongTypeNamesTheValueAndTheExpectation) {
-  expect_error("lr: abc", "cfg.lr", "expected a number, got 'abc'");
-  expect_error("lr: 1.5x", "cfg.lr", "expected a number, got '1.5x'");
-  expect_error("lr: [1]", "cfg.lr", "expected a number, got the list [1]");
+  expect_error("lr: abc", "cfg.lr", "expected a finite number, got 'abc'");
+  expect_error("lr: 1.5x", "cfg.lr", "expected a finite number, got '1.5x'");
+  expect_error("lr: [1]", "cfg.lr", "expected a finite number, got the list [1]");
   expect_error("name: {a: 1}", "cfg.name", "expected a string, got the map {a: 1}");
 }
 
@@ -217,14 +228,14 @@ TEST(BindErrors, EnumsListTheAllowedNames) {
 
 TEST(BindErrors, ListsAndSectionsNeedTheRightShape) {
   expect_error("betas: 0.9", "cfg.betas", "expected a list, got '0.9'");
-  expect_error("betas: [0.9, x]", "cfg.betas[1]", "expected a number, got 'x'");
+  expect_error("betas: [0.9, x]", "cfg.betas[1]", "expected a finite number, got 'x'");
   expect_error("schedule: 3", "cfg.schedule", "expected a map, got '3'");
   expect_error("stages: {warmup_steps: 1}", "cfg.stages", "expected a list, got the map {warmup_steps: 1}");
   expect_error("stages: [{warmup_steps: 1}, 2]", "cfg.stages[1]", "expected a map, got '2'");
 }
 
 TEST(BindErrors, OptionalStillChecksItsValueType) {
-  expect_error("clip: big", "cfg.clip", "expected a number, got 'big'");
+  expect_error("clip: big", "cfg.clip", "expected a finite number, got 'big'");
 }
 
 TEST(BindValidate, FieldRuleIsKeyedUnderTheStructPath) {

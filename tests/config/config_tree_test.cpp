@@ -248,7 +248,7 @@ TEST(ConfigTree, OverriddenSubtreeBindsAndErrorsCarryTheFullPath) {
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "optim.lr");
-    EXPECT_TRUE(contains(e.what(), "optim.lr: expected a number, got 'abc'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "optim.lr: expected a finite number, got 'abc'")) << e.what();
   }
 }
 

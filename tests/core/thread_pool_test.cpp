@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "core/error.h"
+
 namespace rf {
 namespace {
 
@@ -73,6 +75,28 @@ TEST(ThreadPool, DefaultIsOmpNumThreadsElseOnePerCore) {
   EXPECT_EQ(ThreadPool(0).num_threads(), 4);
   setenv("OMP_NUM_THREADS", "lots", 1);
   EXPECT_EQ(ThreadPool(0).num_threads(), num_cores());
+}
+
+// A count far past the cores used to reach the OpenMP runtime, which crashed starting the threads.
+TEST(ThreadPool, RefusesMoreThanMaxThreadsNamingWhereTheCountCameFrom) {
+  const OmpThreadsGuard guard;
+  const OmpNumThreadsEnvGuard env_guard;
+  EXPECT_EQ(ThreadPool(ThreadPool::kMaxThreads).num_threads(), ThreadPool::kMaxThreads);
+  try {
+    const ThreadPool pool(100000);
+    ADD_FAILURE() << "100000 threads were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "num_threads");
+    EXPECT_NE(std::string(e.what()).find("100000 OpenMP threads is more than the 4096 allowed"), std::string::npos)
+        << e.what();
+  }
+  setenv("OMP_NUM_THREADS", "100000", 1);
+  try {
+    const ThreadPool pool(0);
+    ADD_FAILURE() << "OMP_NUM_THREADS=100000 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "OMP_NUM_THREADS");
+  }
 }
 
 TEST(ThreadPool, NumCoresFollowsTheAffinityMask) {

@@ -134,17 +134,52 @@ TEST(BpeTokenizer, DecodesPartialUtf8LossilyAsHuggingFace) {
   EXPECT_EQ(decode({0xF0, 0x9F, 0x98, 'x', 0xF0, 0x9F, 0x98, 0x80}), replacement + "x\xF0\x9F\x98\x80");
 }
 
+// The message names the id and the tokenizer file; it used to be RF_CHECK's internal text
+// ("bpe_tokenizer.cpp:160: ... (check `id >= 0 && ...` failed)").
 TEST(BpeTokenizer, DecodeRejectsIdsOutsideTheVocabulary) {
   const BpeTokenizer tok = tiny();
-  expect_error<Error>(
-      [&] {
-        tok.decode(std::vector<int64_t>{'a', kNote + 1}, SpecialTokens::keep);
-      },
-      {"token id 263 at position 1", "not in the vocabulary"});
-  expect_error<Error>([&] { tok.decode(std::vector<int64_t>{-1}, SpecialTokens::skip); },
-                      {"token id -1 at position 0"});
-  expect_error<Error>([&] { tok.decode(std::vector<int64_t>{261}, SpecialTokens::keep); },
-                      {"token id 261", "no token with this id"});
+  const auto decode_error = [&](std::vector<int64_t> ids) {
+    try {
+      tok.decode(ids, SpecialTokens::keep);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "decoded";
+    return std::string();
+  };
+  EXPECT_EQ(decode_error({'a', kNote + 1}), "cannot decode token id 263 at position 1: tiny.json has ids 0 to 262");
+  EXPECT_EQ(decode_error({-1}), "cannot decode token id -1 at position 0: tiny.json has ids 0 to 262");
+  EXPECT_EQ(decode_error({261}), "cannot decode token id 261 at position 0: tiny.json has no token with this id");
+}
+
+// Hugging Face drops a character its vocabulary has no token for (without an unk_token); the text the
+// model saw would silently not be the text given.
+TEST(BpeTokenizer, EncodeRefusesACharacterWithoutAToken) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"].erase("i");  // id 105 is left without a token
+  const BpeTokenizer tok = tiny(j);
+  EXPECT_EQ(tok.encode("hell"), (std::vector<int64_t>{kHell}));
+  expect_error<IoError>([&] { tok.encode("hi"); },
+                        {"tiny.json: model.vocab has no token for the character 'i' (U+0069)",
+                         "model.unk_token is null", "Hugging Face would drop it silently"});
+}
+
+// A pattern PCRE2 gives up on (its match limit) used to surface as "unicode_regex.cpp:146: regex match
+// failed with PCRE2 error -47 (check `rc > 0` failed)".
+TEST(BpeTokenizer, ARegexThatBacktracksWithoutBoundIsNamed) {
+  json j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         json::array({{{"type", "Split"},
+                                       {"pattern", {{"Regex", "(a+)+$"}}},
+                                       {"behavior", "Isolated"},
+                                       {"invert", false}},
+                                      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  const BpeTokenizer tok = tiny(j);
+  EXPECT_EQ(tok.encode("aa").size(), 2u);
+  expect_error<IoError>([&] { tok.encode(std::string(5000, 'a') + "b"); },
+                        {"tiny.json: pre_tokenizer.pretokenizers[0].pattern: regex \"(a+)+$\" failed on a text of "
+                         "5001 bytes", "PCRE2 error -47"});
 }
 
 TEST(BpeTokenizer, EncodeRejectsInvalidUtf8) {
@@ -199,6 +234,24 @@ TEST(BpeTokenizer, RejectsWhatItDoesNotImplement) {
       {[](json& j) { j["added_tokens"][0]["id"] = 'a'; }, {"added_tokens[0]", "id 97", "\"a\""}},
       {[](json& j) { j["added_tokens"][1]["id"] = kEnd; }, {"added_tokens[1].id", "appears twice"}},
       {[](json& j) { j["added_tokens"][0].erase("content"); }, {"added_tokens[0]: missing \"content\""}},
+      // Used to load, and encode every text to no tokens (a prompt then reported as "empty").
+      {[](json& j) {
+         j["model"]["vocab"] = json::object();
+         j["model"]["merges"] = json::array();
+         j["added_tokens"] = json::array();
+       },
+       {"model.vocab: is empty: every text would encode to no tokens"}},
+      // Used to allocate a slot per id up to 2e9 and die with std::bad_alloc.
+      {[](json& j) { j["model"]["vocab"]["zz"] = 2000000000; },
+       {"the id 2000000000 of \"zz\" leaves 1999999738 of the 2000000001 ids up to it without a token"}},
+      // Used to put id 5000, a token of nothing, in front of every encoded text.
+      {[](json& j) {
+         j["post_processor"] = {
+             {"type", "TemplateProcessing"},
+             {"single", json::array({{{"SpecialToken", {{"id", "X"}}}}, {{"Sequence", {{"id", "A"}}}}})},
+             {"special_tokens", {{"X", {{"id", "X"}, {"ids", {5000}}, {"tokens", {"X"}}}}}}};
+       },
+       {"post_processor.special_tokens[\"X\"].ids: id 5000 is not the id of any token"}},
       {[](json& j) {
          j["pre_tokenizer"] = {
              {"type", "Split"}, {"pattern", {{"Regex", "\\w+"}}}, {"behavior", "Isolated"}, {"invert", false}};

@@ -92,6 +92,30 @@ TEST_F(JsonlFile, ErrorsNameTheFileAndLine) {
   expect_error("\n\n", {"no rows"});
 }
 
+// A device used to be read as one endless line until memory ran out (32 s and 16 GB for /dev/zero).
+TEST_F(JsonlFile, ADeviceIsRefusedAtOnceNamingTheKeyThatNamedIt) {
+  try {
+    for_each_jsonl_row("/dev/zero", "data.train_files", [](const nlohmann::json&, int64_t) {});
+    ADD_FAILURE() << "read /dev/zero";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.path(), "/dev/zero");
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: is a character device, not a file to read JSONL rows from (named "
+                                         "by data.train_files)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Parsed, a row nested a million deep used to overflow the stack in the first dump() or comparison.
+TEST_F(JsonlFile, DeeplyNestedRowIsRefusedBeforeParsing) {
+  const std::string good = "{\"prompt\": \"a\", \"response\": \"b\"}\n";
+  expect_error(good + "{\"prompt\": " + std::string(100'000, '[') + "\n", {"line 2: nests arrays and objects deeper "
+                                                                           "than 512 levels"});
+  // Brackets inside strings are text.
+  const std::string path = write("ok.jsonl", "{\"prompt\": \"" + std::string(1000, '[') + "\", \"response\": \"]\"}\n");
+  EXPECT_EQ(JsonlDataset(path).example(0).prompt, std::string(1000, '['));
+}
+
 TEST_F(JsonlFile, MissingFileIsAnIoError) {
   const std::string path = (dir_ / "absent.jsonl").string();
   try {

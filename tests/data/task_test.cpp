@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <set>
 #include <unordered_set>
 
@@ -262,6 +263,9 @@ TEST(MakeTask, ReportsBadNamesAndKwargsWithTheirKeyPaths) {
                       "expected an integer, got \"two\"");
   expect_config_error([] { make_task("arith", {{"digits", 2.5}}, 0); }, "data.task_kwargs.digits",
                       "expected an integer");
+  // What config::yaml_to_json makes of `digits: 1e999`; nlohmann would print it as null.
+  expect_config_error([] { make_task("arith", {{"digits", std::numeric_limits<double>::infinity()}}, 0); },
+                      "data.task_kwargs.digits", "expected an integer, got inf");
   expect_config_error([] { make_task("arith", {{"digits", 0}}, 0); }, "data.task_kwargs.digits", "0 is outside [1, 9]");
   expect_config_error([] { make_task("arith", {{"digits", 10}}, 0); }, "data.task_kwargs.digits", "10 is outside");
   expect_config_error([] { make_task("arith", {{"digits", 1}, {"num_val", 100}}, 0); }, "data.task_kwargs.num_val",

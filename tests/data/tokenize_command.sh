@@ -63,7 +63,7 @@ expect_error "not valid UTF-8 (byte 0xff at offset 1" --tokenizer "$DATA/qwen3" 
 expect_error "not_strings.jsonl: line 2: expected a JSON string" --tokenizer "$DATA/qwen3" --file "$SCRATCH/not_strings.jsonl"
 expect_error "broken.jsonl: line 2: [json.exception.parse_error" --tokenizer "$DATA/qwen3" --file "$SCRATCH/broken.jsonl"
 expect_error "bad_ids.jsonl: line 2: " --tokenizer "$DATA/qwen3" --file "$SCRATCH/bad_ids.jsonl" --decode
-expect_error "token id 999999 at position 1 is not in the vocabulary" --tokenizer "$DATA/qwen3" \
+expect_error "cannot decode token id 999999 at position 1: $DATA/qwen3/tokenizer.json has ids 0 to 151668" --tokenizer "$DATA/qwen3" \
   --file "$SCRATCH/bad_ids.jsonl" --decode
 expect_error "--text: expected a JSON array of token ids" --tokenizer "$DATA/qwen3" --text '"x"' --decode
 expect_error "/nonexistent.jsonl: cannot open" --tokenizer "$DATA/qwen3" --file /nonexistent.jsonl

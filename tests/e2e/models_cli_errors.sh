@@ -15,7 +15,7 @@ expect_error "the folder is not empty" init-model --arch qwen2 --out "$m" --seed
 expect_error "--vocab 100: a byte-level tokenizer for qwen2 needs at least 259" init-model --arch qwen2 --out "$SCRATCH/x" --seed 1 --vocab 100
 expect_error "--kv-heads (num_key_value_heads): 3 does not divide" init-model --arch llama --out "$SCRATCH/x" --seed 1 --kv-heads 3
 expect_error "--hidden (hidden_size)" init-model --arch qwen2 --out "$SCRATCH/x" --seed 1 --hidden 18 --heads 4
-expect_error "--tie 2" init-model --arch llama --out "$SCRATCH/x" --seed 1 --tie 2
+expect_error "--tie: expected an integer in [0, 1], got '2'" init-model --arch llama --out "$SCRATCH/x" --seed 1 --tie 2
 expect_error "smaller than the" init-model --arch qwen2 --out "$SCRATCH/x" --seed 1 --tokenizer "$m" --vocab 260
 expect_error "$SCRATCH/nowhere" init-model --arch qwen2 --out "$SCRATCH/x" --seed 1 --tokenizer "$SCRATCH/nowhere"
 [ ! -e "$SCRATCH/x" ] || fail "a failed init-model left $SCRATCH/x behind"
@@ -80,8 +80,8 @@ expect_error "checksum mismatch" convert --from "$SCRATCH/native" --to "$SCRATCH
 expect_error "give the input with --prompt or --prompts" generate --model "$m"
 expect_error "temperature: must be >= 0" generate --model "$m" --prompt hi --temperature -1
 expect_error "top_p: must be in (0, 1]" generate --model "$m" --prompt hi --top-p 0
-expect_error "--max-new-tokens: must be positive" generate --model "$m" --prompt hi --max-new-tokens 0
-expect_error "--n: must be positive" generate --model "$m" --prompt hi --n 0
+expect_error "--max-new-tokens: expected an integer in [1, 2147483647], got '0'" generate --model "$m" --prompt hi --max-new-tokens 0
+expect_error "--n: expected an integer in [1, 65536], got '0'" generate --model "$m" --prompt hi --n 0
 expect_error "--prompt: 2 tokens + --max-new-tokens 100000 exceed max_position_embeddings 4096" generate --model "$m" --prompt hi --max-new-tokens 100000
 expect_error "$SCRATCH/absent.jsonl: cannot open" generate --model "$m" --prompts "$SCRATCH/absent.jsonl"
 printf '"ok"\n{"prompt": 5}\n' > "$SCRATCH/p.jsonl"

@@ -26,7 +26,7 @@ expected = {
     "algorithm.lam": ("1.0", "0.95"),
     "algorithm.kl_ctrl.kl_coef": ("0.001", "0.2"),
     # ROLL's dual clip is 1 + 2 pg_clip or none: verl's default 3 cannot be written in ROLL's keys
-    "actor_rollout_ref.actor.clip_ratio_c": ("3.0", ".inf"),
+    "actor_rollout_ref.actor.clip_ratio_c": ("3.0", "1.7976931348623157e+308"),
     # ROLL names each role's ranks (device_mapping: one process); verl's null is every rank
     "actor_rollout_ref.actor.device_mapping": ("~", "[0]"),
     "actor_rollout_ref.rollout.device_mapping": ("~", "[0]"),

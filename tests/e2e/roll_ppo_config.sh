@@ -36,7 +36,7 @@ expected = {
     # ROLL's default init_kl_coef; no KL in the reward reads it
     "algorithm.kl_ctrl.kl_coef": ("0.001", "0.2"),
     # ROLL's dual clip is 1 + 2 pg_clip or none: verl's default 3 cannot be written in ROLL's keys
-    "actor_rollout_ref.actor.clip_ratio_c": ("3.0", ".inf"),
+    "actor_rollout_ref.actor.clip_ratio_c": ("3.0", "1.7976931348623157e+308"),
     # ROLL names each role's ranks (device_mapping: one process); verl's null is every rank
     "actor_rollout_ref.actor.device_mapping": ("~", "[0]"),
     "actor_rollout_ref.rollout.device_mapping": ("~", "[0]"),
@@ -63,7 +63,7 @@ common=(actor_rollout_ref.model.path="$SCRATCH/sft/global_step_1/huggingface" tr
         actor_rollout_ref.actor.optim.lr_warmup_steps=1 critic.optim.lr_warmup_steps=1)
 quiet timeout 300 "$RLFORGE" train --config "$roll" "${common[@]}" trainer.default_local_dir="$SCRATCH/roll_run"
 quiet timeout 300 "$RLFORGE" train --config "$verl" "${common[@]}" trainer.default_local_dir="$SCRATCH/verl_run" \
-  actor_rollout_ref.actor.clip_ratio_c=.inf critic.loss_agg_mode=seq-mean-token-mean
+  actor_rollout_ref.actor.clip_ratio_c=1.7976931348623157e+308 critic.loss_agg_mode=seq-mean-token-mean
 python3 - "$SCRATCH/roll_run/metrics.jsonl" "$SCRATCH/verl_run/metrics.jsonl" <<'PY'
 import json, sys
 roll, verl = ([json.loads(line) for line in open(p)] for p in sys.argv[1:])

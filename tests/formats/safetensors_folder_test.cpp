@@ -79,6 +79,15 @@ TEST_F(SafetensorsFolderTest, IndexNotValidJson) {
   expect_refused(path(kSafetensorsIndexName), "not valid JSON");
 }
 
+// The index used to be read whole whatever it was, and parsed without a bound on its nesting.
+TEST_F(SafetensorsFolderTest, IndexThatIsNotAnIndexFileIsRefused) {
+  write_sharded(R"({"weight_map": )" + std::string(1000, '[') + "}");
+  expect_refused(path(kSafetensorsIndexName), "nests arrays and objects deeper than 512 levels");
+  std::filesystem::remove(path(kSafetensorsIndexName));
+  std::filesystem::create_directory(path(kSafetensorsIndexName));
+  expect_refused(path(kSafetensorsIndexName), "is a folder, not a file to read a safetensors index from");
+}
+
 TEST_F(SafetensorsFolderTest, IndexWithoutWeightMap) {
   write_sharded(R"({"metadata": {}})");
   expect_refused(path(kSafetensorsIndexName), "missing the weight_map object");

@@ -299,11 +299,11 @@ TEST(HfConfigMaths, RopeScalingIsJudgedByItsType) {
   EXPECT_EQ(llama3.rope_scaling.original_max_position_embeddings, 8192.0);
   EXPECT_EQ(ModelConfig::from_json(llama3.to_json(), "test").rope_scaling.high_freq_factor, 4.0);
   j["rope_scaling"].erase("low_freq_factor");
-  expect_config_error(j, "rope_scaling.low_freq_factor", "expected a positive number, got nothing");
+  expect_config_error(j, "rope_scaling.low_freq_factor", "expected a positive finite number, got nothing");
   j["rope_scaling"]["low_freq_factor"] = 4.0;
   expect_config_error(j, "rope_scaling.high_freq_factor", "must exceed low_freq_factor");
   j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0}};
-  expect_config_error(j, "rope_scaling.factor", "expected a positive number, got 0");
+  expect_config_error(j, "rope_scaling.factor", "expected a positive finite number, got 0");
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   expect_config_error(j, "rope_scaling.rope_type", "'yarn' is not supported");
   j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};

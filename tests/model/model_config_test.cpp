@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <limits>
 
 #include "model/param_layout.h"
 #include "support/test_support.h"
@@ -82,6 +85,62 @@ TEST(ModelConfig, BadFieldsNameTheField) {
   j = llama_json();
   j["hidden_act"] = "gelu";
   expect_config_error(j, "hidden_act", "not supported");
+}
+
+// nlohmann's get<int64_t>() used to truncate 16.7 to 16, turn 1e30 into INT64_MIN (undefined behaviour),
+// and wrap 2^63 to a negative size, so the error, if any, named a value the file does not hold.
+TEST(ModelConfig, FieldsMustHaveTheirJsonType) {
+  for (const nlohmann::json& bad : {nlohmann::json(16.7), nlohmann::json(1e30), nlohmann::json(uint64_t(1) << 63),
+                                    nlohmann::json(true), nlohmann::json("16")}) {
+    auto j = llama_json();
+    j["hidden_size"] = bad;
+    expect_config_error(j, "hidden_size", fmt::format("in test config.json: unexpected value {} (expected an integer)",
+                                                      bad.dump()));
+  }
+  auto j = llama_json();
+  j["tie_word_embeddings"] = 1;
+  expect_config_error(j, "tie_word_embeddings", "unexpected value 1 (expected true or false)");
+  j = llama_json();
+  j["rope_theta"] = "1e4";
+  expect_config_error(j, "rope_theta", "unexpected value \"1e4\" (expected a finite number)");
+  j = llama_json();
+  j["eos_token_id"] = 2.5;
+  expect_config_error(j, "eos_token_id", "unexpected value 2.5 (expected an integer)");
+  j = llama_json();
+  j["eos_token_id"] = {1, 2};  // a list is generation_config.json's; not read here
+  EXPECT_EQ(ModelConfig::from_json(j, "test").eos_token_id, -1);
+  j = llama_json();
+  j["rms_norm_eps"] = std::numeric_limits<double>::infinity();  // what a YAML model.config's 1e999 becomes
+  expect_config_error(j, "rms_norm_eps", "unexpected value inf (expected a finite number)");
+  j = llama_json();
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", std::numeric_limits<double>::infinity()}};
+  expect_config_error(j, "rope_scaling.factor", "expected a positive finite number, got inf");
+}
+
+// Sizes a few thousand times past any real model used to pass, and to overflow the parameter offsets or
+// loop for hours over 2^40 layers in ParamLayout.
+TEST(ModelConfig, SizesAreBounded) {
+  auto j = llama_json();
+  j["num_hidden_layers"] = int64_t(1) << 40;
+  expect_config_error(j, "num_hidden_layers", "1099511627776 is more than the 4096 rlforge supports");
+  j = llama_json();
+  j["vocab_size"] = int64_t(1) << 31;
+  expect_config_error(j, "vocab_size", "2147483648 is more than the 2147483647 rlforge supports");
+  j = llama_json();
+  j["vocab_size"] = ModelConfig::kMaxSize;
+  j["hidden_size"] = int64_t(1) << 30;
+  j["num_attention_heads"] = 1;
+  j["num_key_value_heads"] = 1;
+  expect_config_error(j, "hidden_size", "parameters, more than the 1.13e+15 rlforge addresses");
+}
+
+TEST(ModelConfig, FromFileRefusesADeviceAtOnce) {
+  try {
+    ModelConfig::from_file("/dev/zero");
+    ADD_FAILURE() << "read /dev/zero";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: is a character device"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ParamLayout, TiedModelHasNoLmHeadAndOffsetsAreAligned) {
