@@ -56,6 +56,11 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
   onload_for({.params = true, .optimizer = true});
   complete_param_gather(master_.layout().total_numel());
   const model::ParamLayout& layout = master_.layout();
+  const std::string what = fmt::format("saving {} to {}/global_step_{}", component, writer.root_dir(), writer.step());
+  refuse_non_finite(entry_parts(layout, master_.flat()), layout, "", parallel_.role(), what);
+  for (const auto& [moment, prefix] : {std::pair{optimizer_.exp_avg(), "exp_avg."},
+                                       std::pair{optimizer_.exp_avg_sq(), "exp_avg_sq."}})
+    refuse_non_finite(fragment_parts(bucket_plan_, moment, FragmentIn::shard), layout, prefix, parallel_.role(), what);
   const bool first_dp = parallel_.dp().rank() == 0;
   const TpReplicas replicas = parallel_.tp().rank() == 0 ? TpReplicas::include : TpReplicas::skip;
   if (first_dp) add_nonempty(writer, component, file_stem("model", parallel_.tp(), nullptr),
@@ -72,6 +77,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
     writer.add_json(component, "engine_state",
                     nlohmann::json{{"optimizer_steps", optimizer_.num_steps()},
                                    {"scheduler_steps", scheduler_.num_steps()},
+                                   {"skipped_steps", num_skipped_steps_},
                                    {"model_config", model_config_.to_json()},
                                    // For people reading the folder: any layout loads it.
                                    {"saved_by", {{"tensor_model_parallel_size", parallel_.tp().size()},
@@ -108,14 +114,12 @@ void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, co
   try {
     optimizer_.set_num_steps(state.at("optimizer_steps").get<int64_t>());
     scheduler_.set_num_steps(state.at("scheduler_steps").get<int64_t>());
+    num_skipped_steps_ = state.value("skipped_steps", int64_t(0));  // absent before nan_policy existed
   } catch (const nlohmann::json::exception& e) {
     throw IoError(reader.step_dir(), fmt::format("{}/engine_state: {}", component, e.what()));
   }
   sync_compute_weights();
-  grads_.zero();
-  grad_reducer_.reset();
-  grads_zeroed_ = true;
-  grads_reduced_ = false;
+  zero_step_gradients();
 }
 
 }  // namespace rf::engine

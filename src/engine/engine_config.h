@@ -4,14 +4,26 @@
 // validate() until they land, so a config written for them fails loudly rather than silently
 // running without them. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
 // change nothing, and the engine says so in a warning.
+// check_for_nan_in_loss_and_grad is Megatron's key (on by default there too); nan_policy is rlforge's: what a
+// non-finite loss or gradient does, stop the run (Megatron's behaviour) or skip that optimizer step (what
+// Megatron does on its fp16 loss scaler's found_inf).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "core/dtype.h"
 
 namespace rf::engine {
+
+enum class NanPolicy : uint8_t { error, skip_step };
+
+constexpr std::array<std::pair<NanPolicy, std::string_view>, 2> enum_names(NanPolicy) {
+  return {{{NanPolicy::error, "error"}, {NanPolicy::skip_step, "skip_step"}}};
+}
 
 struct EngineConfig {
   int64_t tensor_model_parallel_size = 1;
@@ -30,6 +42,8 @@ struct EngineConfig {
   bool grad_offload = false;
   bool optimizer_offload = false;
   bool release_activations = false;
+  bool check_for_nan_in_loss_and_grad = true;
+  NanPolicy nan_policy = NanPolicy::error;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -57,9 +71,20 @@ struct EngineConfig {
     f("release_activations", release_activations,
       "rlforge: give the activation buffers' memory back while the role is idle (PyTorch frees a pass's "
       "activations when it ends); they are taken again, zeroed, by the next pass (page faults: slower)");
+    f("check_for_nan_in_loss_and_grad", check_for_nan_in_loss_and_grad,
+      "Megatron's: before each optimizer step, check every micro-batch's loss and the gradient norm for NaN/Inf "
+      "(one decision for all the role's ranks); nan_policy says what a non-finite one does. false: nothing is "
+      "checked and a non-finite gradient reaches the weights (saving non-finite weights is refused all the same)");
+    f("nan_policy", nan_policy,
+      "rlforge: what check_for_nan_in_loss_and_grad does on a non-finite loss or gradient: error (stop the run "
+      "before the optimizer applies it, naming the step, role, micro-batch and first non-finite tensor) or "
+      "skip_step (as Megatron on a found_inf: no update, Adam moments and step count and the LR schedule left as "
+      "they were, gradients zeroed; counted in <role>/skipped_steps, train/skipped_steps for SFT)");
   }
   void validate() const;
   DType compute_dtype() const;
+  // A non-finite step is skipped and the run goes on: its trainer logs <role>/skipped_steps.
+  bool skips_non_finite_steps() const { return check_for_nan_in_loss_and_grad && nan_policy == NanPolicy::skip_step; }
 };
 
 }  // namespace rf::engine

@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "engine/non_finite_check.h"
 #include "model/hf_weights.h"
 #include "model/tp_gather.h"
 
@@ -99,6 +100,8 @@ void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& ta
 
   std::vector<Tensor> owned;
   dist::SingleProcessGroup one_rank("tp");
+  refuse_non_finite(entry_parts(params.layout(), params.flat()), params.layout(), "", one_rank,
+                    fmt::format("converting {} to {}/global_step_{}", hf_dir, target.root, target.step));
   checkpoint::CheckpointWriter writer(target.root, target.step);
   writer.add_tensors(kWeightsComponent, "model", in_stored_dtypes(folder, params, one_rank, true, owned));
   add_hf_folder_record(writer, folder);
@@ -108,6 +111,8 @@ void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& ta
 void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
                    const model::ParamStore& params, const dist::ParallelContext& parallel,
                    const std::string& component) {
+  refuse_non_finite(entry_parts(params.layout(), params.flat()), params.layout(), "", parallel.role(),
+                    fmt::format("exporting {} to {}/global_step_{}", component, writer.root_dir(), writer.step()));
   if (parallel.dp().rank() != 0) return;  // the other DP replicas hold the same weights
   const bool writes = parallel.role().rank() == 0;
   std::vector<Tensor> owned;

@@ -46,7 +46,8 @@ void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& ta
 // rank's TP shards of a model of folder.config), each in its stored dtype, as the step's `component`
 // (huggingface/: the step's model; an RL step's critic goes to critic_huggingface/). Collective over the
 // engine's ranks: the first DP replica gathers each weight over TP and rank 0 of `parallel` writes them
-// whole, so the component is a Hugging Face folder at any layout.
+// whole, so the component is a Hugging Face folder at any layout. Weights holding a NaN or Inf on any
+// rank are refused, naming the tensor, before anything is written (as by hf_folder_to_checkpoint).
 void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
                    const model::ParamStore& params, const dist::ParallelContext& parallel,
                    const std::string& component = "huggingface");

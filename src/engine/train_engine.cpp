@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 
 #include "core/element_access.h"
@@ -109,10 +110,13 @@ Tensor make_shard_staging(const optim::BucketPlan& plan, MemoryTracker& tracker)
   return Tensor({plan.shard_numel()}, DType::f32, {&tracker, MemoryTier::device, MemoryCategory::workspace});
 }
 
-// The data-parallel keys that change nothing in this layout (STYLE: such a value logs a warning), once
-// per role.
+// The keys that change nothing in this layout or with this other key (STYLE: such a value logs a warning),
+// once per role.
 void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContext& parallel) {
   if (parallel.role().rank() != 0) return;
+  if (!config.check_for_nan_in_loss_and_grad && config.nan_policy != NanPolicy::error)
+    core::log_warning("megatron.nan_policy: has no effect with check_for_nan_in_loss_and_grad: false (nothing is "
+                      "checked)");
   if (parallel.dp().size() == 1) {
     for (const auto& [key, on] : {std::pair{"use_distributed_optimizer", config.use_distributed_optimizer},
                                   std::pair{"overlap_grad_reduce", config.overlap_grad_reduce},
@@ -322,7 +326,8 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     const int64_t N_run = inputs.seq_len;
     const model::ModelOutputs out = first_tokens(model_->forward(inputs, entropy), N);
     const model::OutputGrads grads = zeroed_output_grads(N_run, entropy);
-    const LossOutput loss = loss_fn(mb, out, context, first_tokens(grads, N));
+    const model::OutputGrads loss_grads = first_tokens(grads, N);
+    const LossOutput loss = loss_fn(mb, out, context, loss_grads);
     result.loss += loss.loss;
     if (&mb == &micro_batches.back()) sum_loss_over_dp();
     for (const auto& [name, value] : loss.metrics) result.metrics[name] += value;
@@ -334,6 +339,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
       if (!out.values_N.empty()) outputs.set("values", clone(out.values_N, DType::f32));
       result.outputs.push_back(std::move(outputs));
     } else {
+      std::string output_lead = config_.check_for_nan_in_loss_and_grad ? first_non_finite_output(out, loss_grads) : "";
       // Overlapped DP reduction starts in the step's last backward: earlier ones still add to every bucket.
       reduce_in_backward_ = config_.overlap_grad_reduce && &mb == &micro_batches.back();
       // The first backward after the gradients were zeroed writes the linear weights' gradients
@@ -341,6 +347,9 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
       model_->backward(grads, grads_zeroed_ ? kernels::Accumulate::overwrite : kernels::Accumulate::add);
       reduce_in_backward_ = false;
       grads_zeroed_ = false;
+      if (config_.check_for_nan_in_loss_and_grad)
+        findings_.note(&mb - micro_batches.data(), int64_t(micro_batches.size()), loss.loss, std::move(output_lead),
+                       model_->embedding_output_grad());
     }
   }
   return result;
@@ -356,21 +365,52 @@ void TrainEngine::reduce_gradients() {
   grads_reduced_ = true;
 }
 
-double TrainEngine::optimizer_step() {
+double TrainEngine::optimizer_step(std::string_view update) {
   onload_for(OffloadSet::all());
   reduce_gradients();
-  const double grad_norm = optimizer_.step(grads_, scheduler_.lr());
-  if (bucket_plan_.sharded() && config_.overlap_param_gather) {
-    param_gatherer_.start(master_.flat());  // completed by the next forward, or whoever reads the weights
-  } else if (bucket_plan_.sharded()) {
-    param_gatherer_.gather(master_.flat());
-    sync_compute_weights();
+  const double grad_norm = optimizer_.grad_norm(grads_);
+  last_step_skipped_ = config_.check_for_nan_in_loss_and_grad && !step_is_finite(grad_norm, update);
+  if (!last_step_skipped_) {
+    optimizer_.step(grads_, grad_norm, scheduler_.lr());
+    if (bucket_plan_.sharded() && config_.overlap_param_gather) {
+      param_gatherer_.start(master_.flat());  // completed by the next forward, or whoever reads the weights
+    } else if (bucket_plan_.sharded()) {
+      param_gatherer_.gather(master_.flat());
+      sync_compute_weights();
+    }
   }
+  zero_step_gradients();
+  return grad_norm;
+}
+
+bool TrainEngine::step_is_finite(double grad_norm, std::string_view update) {
+  // Each rank's verdict, reduced: a NaN reaches every rank's norm through the reductions, but a loss is
+  // a rank's own, and the ranks must skip or stop together.
+  const bool finite_here = std::isfinite(grad_norm) && findings_.losses_finite();
+  if (parallel_.role().all_reduce_scalar(finite_here ? 0.0 : 1.0, dist::ReduceOp::max) == 0.0) return true;
+  const std::string found = describe_non_finite_step(
+      findings_, grad_norm, fragment_parts(bucket_plan_, grads_.flat(), FragmentIn::flat), master_.layout(),
+      parallel_);
+  if (config_.nan_policy == NanPolicy::error) {
+    zero_step_gradients();  // the engine stays usable by a caller that catches this
+    throw Error(fmt::format("[{}] {}: not finite: {}. Stopped before the optimizer applied it, so no weight "
+                            "changed (megatron.nan_policy: skip_step would skip such a step instead)",
+                            core::rank_label(), update, found));
+  }
+  ++num_skipped_steps_;
+  if (parallel_.role().rank() == 0)
+    core::log_warning("{}: not finite: {}. Skipping the optimizer step "
+                      "(megatron.nan_policy: skip_step; {} skipped so far)",
+                      update, found, num_skipped_steps_);
+  return false;
+}
+
+void TrainEngine::zero_step_gradients() {
   grads_.zero();
   grad_reducer_.reset();
   grads_zeroed_ = true;
   grads_reduced_ = false;
-  return grad_norm;
+  findings_.clear();
 }
 
 double TrainEngine::lr_step() { return scheduler_.step(); }

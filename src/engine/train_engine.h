@@ -34,12 +34,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "core/offload.h"
 #include "engine/engine_config.h"
 #include "engine/grad_reducer.h"
+#include "engine/non_finite_check.h"
 #include "engine/offload_set.h"
 #include "engine/shard_gatherer.h"
 #include "engine/tensor_map.h"
@@ -116,12 +118,24 @@ class TrainEngine {
   }
   // Returns the pre-clip grad norm; gradients are zeroed for the next step. With the distributed
   // optimizer it also all-gathers the updated weights over DP.
-  double optimizer_step();
+  // With check_for_nan_in_loss_and_grad, a loss (of any micro-batch since the last step) or gradient
+  // that is not finite on any rank of the role (one decision for all of them) does, by nan_policy:
+  //   error      throws, before anything is applied, an Error naming `update` (the caller's words for
+  //              the step and role, e.g. "step 3, actor update, mini-batch 2 of 4"), the micro-batch and
+  //              the first non-finite output or parameter gradient (by HF name);
+  //   skip_step  no update (Megatron's found_inf): weights, Adam moments and step count stay as they were,
+  //              the gradients are zeroed, last_step_skipped() is true and num_skipped_steps() counts it.
+  //              Megatron does not advance the LR schedule on a skipped step: that is the caller's lr_step.
+  double optimizer_step(std::string_view update = "optimizer step");
+  bool last_step_skipped() const { return last_step_skipped_; }
+  int64_t num_skipped_steps() const { return num_skipped_steps_; }  // over the run (kept in checkpoints)
   double lr_step();         // advances the schedule; returns the new lr
   double lr() const { return scheduler_.lr(); }
 
   // Checkpoints under `component` (e.g. "actor"): the f32 master weights by HF name ("model"), the
   // AdamW moments by parameter ("optimizer": exp_avg.<name>, exp_avg_sq.<name>) and the step counts.
+  // Weights or moments holding a NaN or Inf on any rank are refused, naming the tensor, before any file
+  // is written (non_finite_check.h).
   // Saving is collective over the engine's ranks, with a writer over the same ranks; each writes its
   // part as boxes of the global tensors (checkpoint_shards.h), so a step saved at one TP x DP layout,
   // with or without the distributed optimizer, loads at any other. Loading restores everything, so
@@ -184,6 +198,11 @@ class TrainEngine {
 
  private:
   void sync_compute_weights();  // master -> bf16 copy after loading weights
+  // check_for_nan_in_loss_and_grad's decision for the step about to be applied (collective over the role):
+  // true when every loss and the gradient are finite; otherwise nan_policy's error throws, skip_step
+  // counts the step and returns false.
+  bool step_is_finite(double grad_norm, std::string_view update);
+  void zero_step_gradients();  // after a step, applied or not
   // The heads of the output-gradient buffers for a run of N tokens, zeroed: those of the model's outputs.
   model::OutputGrads zeroed_output_grads(int64_t N, model::EntropyOutput entropy);
   // overlap_param_gather: finishes the all-gather of the weights at buffer offsets below `end` (and
@@ -210,6 +229,9 @@ class TrainEngine {
   bool grads_zeroed_ = true;  // no backward since the GradBuffer was last zeroed (it starts zeroed)
   bool grads_reduced_ = false;  // reduce_gradients ran since the last zeroing
   bool reduce_in_backward_ = false;  // overlap: the running backward is the step's last
+  MicroBatchFindings findings_;  // of this step's micro-batches, with check_for_nan_in_loss_and_grad
+  bool last_step_skipped_ = false;
+  int64_t num_skipped_steps_ = 0;
   std::unique_ptr<model::CausalLm> model_;
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;

@@ -57,6 +57,10 @@ class CausalLm {
   // overwrite, the linear layers' weight (and bias) gradients are written instead of added: only for the
   // first backward after the GradBuffer was zeroed, where both give the same values (see LayerContext).
   void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
+  // The loss's gradient with respect to the embedding's output after the last backward (this rank's rows of
+  // the residual stream): every gradient that backward passed down through the layers arrives here, so a NaN
+  // or Inf born inside a backward shows in it (TrainEngine's NaN check names the micro-batch by it).
+  TensorView embedding_output_grad() const { return rows(dresid_NC_, batch_shape(inputs_).local_tokens); }
   // Inference over a paged KV cache, the rollout engine's step (model/paged_batch.h): runs the
   // batch's new tokens through the model, writing their keys and values into `cache` (one per layer),
   // and returns the logits of the tokens at `logit_rows` (the last of each sequence that samples) over

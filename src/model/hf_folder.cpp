@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/finite_values.h"
 #include "core/input_file.h"
 #include "formats/atomic_file.h"
 #include "formats/json_input.h"
@@ -155,6 +156,11 @@ std::vector<std::string> write_hf_folder(const std::string& dir, const HfModelFo
   for (const ParamEntry& e : expected.entries())
     RF_CHECK(layout.contains(e.name) && layout.entry(e.name).shape == e.shape,
              "the weights do not match the config: tensor '{}' should be {}", e.name, e.shape.to_string());
+  for (const ParamEntry& e : layout.entries())
+    if (!all_finite(params.get(e.name)))
+      throw IoError(dir, fmt::format("refused: weight '{}' holds NaN or Inf values, and no export of non-finite "
+                                     "weights is written",
+                                     e.name));
   if (options.dtype)
     RF_CHECK(options.dtype == DType::f32 || options.dtype == DType::bf16 || options.dtype == DType::f16 ||
                  options.dtype == DType::f64,

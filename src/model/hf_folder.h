@@ -73,7 +73,8 @@ struct HfExportOptions {
 
 // Writes `dir` (created if missing): the weights of `params` (laid out for folder.config) by HF name;
 // the side files; then config.json, last, so a folder interrupted mid-way has none and does not look
-// like a model. options.dtype acts as folder.set_dtype. Every file is written atomically. Returns the
+// like a model. options.dtype acts as folder.set_dtype. Weights holding a NaN or Inf are refused (IoError
+// naming `dir` and the tensor) before anything is written. Every file is written atomically. Returns the
 // file names written. How the weights are split into files:
 //   options.max_shard_bytes set   by size, huggingface_hub's rule (safetensors_folder_writer.h);
 //   else folder.weight_split      when it still describes the weights: it lists exactly the tensors

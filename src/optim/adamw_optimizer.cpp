@@ -42,7 +42,7 @@ AdamWOptimizer::AdamWOptimizer(const OptimConfig& config, const model::ParamStor
            parallel.dp().size());
 }
 
-double AdamWOptimizer::step(const model::GradBuffer& grads, double lr) {
+double AdamWOptimizer::grad_norm(const model::GradBuffer& grads) const {
   RF_CHECK(grads.dtype() == master_.dtype(), "gradients in {} for {} master weights", dtype_name(grads.dtype()),
            dtype_name(master_.dtype()));
   // Without sharding every DP rank holds the same reduced gradient, so the sum is complete over TP and
@@ -51,8 +51,10 @@ double AdamWOptimizer::step(const model::GradBuffer& grads, double lr) {
   sum_squares = parallel_.tp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   sum_squares = parallel_.pp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   if (shards_.sharded()) sum_squares = parallel_.dp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
-  const double grad_norm = std::sqrt(sum_squares);
-  if (!std::isfinite(grad_norm)) return grad_norm;
+  return std::sqrt(sum_squares);
+}
+
+void AdamWOptimizer::step(const model::GradBuffer& grads, double grad_norm, double lr) {
   const double coefficient = config_.clip_grad > 0 ? kernels::clip_coefficient(grad_norm, config_.clip_grad) : 1.0;
   ++num_steps_;
   const std::vector<model::ParamEntry>& entries = master_.layout().entries();
@@ -67,7 +69,6 @@ double AdamWOptimizer::step(const model::GradBuffer& grads, double lr) {
                         exp_avg_sq_.view().slice(0, f.shard_offset, f.numel),
                         compute_copy_ ? compute_copy_->flat().slice(0, f.flat_offset, f.numel) : TensorView());
   }
-  return grad_norm;
 }
 
 }  // namespace rf::optim

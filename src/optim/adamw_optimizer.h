@@ -28,11 +28,14 @@ class AdamWOptimizer {
                  const BucketPlan& shards, const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
                  MemoryTracker* tracker = nullptr);
 
-  // Clips this rank's shard of `grads` in place and updates its weights at learning rate `lr`;
-  // returns the pre-clip norm of the whole model's gradient. A non-finite norm skips the update (and
-  // reports the norm), as Megatron does. With sharding only the shard's part of `grads` is read (the
-  // DP-reduced values after a reduce-scatter) and only the shard's weights change.
-  double step(const model::GradBuffer& grads, double lr);
+  // The pre-clip norm of the whole model's gradient: this rank's shard, reduced over TP and PP (and DP
+  // with sharding), so every rank of the role gets the same value. Collective.
+  double grad_norm(const model::GradBuffer& grads) const;
+  // Clips this rank's shard of `grads` in place to clip_grad, given their norm (grad_norm's), and updates
+  // its weights at learning rate `lr`. Whether a non-finite norm may reach here is the caller's decision
+  // (TrainEngine: check_for_nan_in_loss_and_grad). With sharding only the shard's part of `grads` is read
+  // (the DP-reduced values after a reduce-scatter) and only the shard's weights change.
+  void step(const model::GradBuffer& grads, double grad_norm, double lr);
 
   int64_t num_steps() const { return num_steps_; }
   void set_num_steps(int64_t num_steps) { num_steps_ = num_steps; }

@@ -177,7 +177,7 @@ class SftTrainer : public Trainable {
     return resumed;
   }
 
-  Metrics step(int64_t /*step*/) override {
+  Metrics step(int64_t step) override {
     Stopwatch step_clock;
     std::vector<engine::TensorMap> micro_batches;
     double flops = 0;
@@ -195,8 +195,8 @@ class SftTrainer : public Trainable {
     }
     const engine::ForwardBackwardResult fb = engine_.forward_backward(micro_batches, token_mean_nll, engine::ForwardOnly::no);
     const double lr = engine_.lr();
-    const double grad_norm = engine_.optimizer_step();
-    engine_.lr_step();
+    const double grad_norm = engine_.optimizer_step(fmt::format("step {}, SFT update", step));
+    if (!engine_.last_step_skipped()) engine_.lr_step();  // as Megatron: a skipped step leaves the schedule
     const double seconds = step_clock.seconds();
     // Each DP rank ran its share of the batch (its TP ranks the same share): sum over DP.
     const int64_t step_tokens = int64_t(parallel_.dp().all_reduce_scalar(double(fb.num_tokens), dist::ReduceOp::sum));
@@ -204,12 +204,14 @@ class SftTrainer : public Trainable {
     tokens_run_ += step_tokens;
     train_seconds_ += seconds;
     final_loss_ = fb.loss;
-    return {{"train/loss", fb.loss},
-            {"train/grad_norm", grad_norm},
-            {"train/lr", lr},
-            {"perf/tokens", double(step_tokens)},
-            {"perf/throughput", double(step_tokens) / seconds},
-            {"perf/mfu", flops / seconds / (peak_gflops_ * 1e9 * double(world_.size()))}};
+    Metrics metrics = {{"train/loss", fb.loss},
+                       {"train/grad_norm", grad_norm},
+                       {"train/lr", lr},
+                       {"perf/tokens", double(step_tokens)},
+                       {"perf/throughput", double(step_tokens) / seconds},
+                       {"perf/mfu", flops / seconds / (peak_gflops_ * 1e9 * double(world_.size()))}};
+    if (config_.megatron.skips_non_finite_steps()) metrics["train/skipped_steps"] = double(engine_.num_skipped_steps());
+    return metrics;
   }
 
   Validation validate(int64_t step) override {

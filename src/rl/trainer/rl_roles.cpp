@@ -106,6 +106,7 @@ struct UpdatePass {
   model::EntropyOutput entropy;
   double temperature;
   std::string prefix;  // of grad_norm and lr: actor or critic
+  bool skips_non_finite;  // EngineConfig::skips_non_finite_steps: <prefix>/skipped_steps is logged
 };
 
 // A mini-batch's micro-batches on this DP rank: rank r runs the r-th of dp_shares(indices) (train_engine.h:
@@ -122,20 +123,26 @@ std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std:
 
 // One role's update on its ranks: each mini-batch through the loss, then one optimizer step; the loss's
 // metrics (summed over micro-batches and DP) and <prefix>/grad_norm averaged over the mini-batches,
-// <prefix>/lr, and one step of the LR schedule.
+// <prefix>/lr, and one step of the LR schedule unless nan_policy skip_step skipped every optimizer step
+// (Megatron advances it only on an applied one); with skip_step, <prefix>/skipped_steps (over the run).
 Metrics run_update(const RlBatch& batch, const std::vector<std::vector<int64_t>>& mini_batches,
-                   const UpdatePass& pass) {
+                   const UpdatePass& pass, int64_t step) {
   Metrics sums;
-  for (const std::vector<int64_t>& indices : mini_batches) {
-    const engine::ForwardBackwardResult fb = pass.engine.forward_backward(
-        dp_micro_batches(batch, indices, pass), pass.loss, engine::ForwardOnly::no, pass.entropy, pass.temperature);
+  bool applied = false;
+  for (size_t i = 0; i < mini_batches.size(); ++i) {
+    const engine::ForwardBackwardResult fb =
+        pass.engine.forward_backward(dp_micro_batches(batch, mini_batches[i], pass), pass.loss,
+                                     engine::ForwardOnly::no, pass.entropy, pass.temperature);
     for (const auto& [name, value] : fb.metrics) sums[name] += pass.dp.all_reduce_scalar(value, dist::ReduceOp::sum);
-    sums[pass.prefix + "/grad_norm"] += pass.engine.optimizer_step();
+    sums[pass.prefix + "/grad_norm"] += pass.engine.optimizer_step(
+        fmt::format("step {}, {} update, mini-batch {} of {}", step, pass.prefix, i + 1, mini_batches.size()));
+    applied = applied || !pass.engine.last_step_skipped();
   }
   Metrics metrics;
   for (const auto& [name, value] : sums) metrics[name] = value / double(mini_batches.size());
   metrics[pass.prefix + "/lr"] = pass.engine.lr();
-  pass.engine.lr_step();
+  if (applied) pass.engine.lr_step();
+  if (pass.skips_non_finite) metrics[pass.prefix + "/skipped_steps"] = double(pass.engine.num_skipped_steps());
   return metrics;
 }
 
@@ -352,11 +359,12 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
                           balance_batch_,
                           model::EntropyOutput::skip,
                           1.0,
-                          "critic"};
+                          "critic",
+                          config_.critic.megatron.skips_non_finite_steps()};
     metrics = run_update(batch,
                          epoch_mini_batches(int64_t(batch.size()), mini_batch, config_.critic_ppo_epochs(),
                                             config_.critic_shuffle(), config_.critic_data_loader_seed(), step),
-                         pass);
+                         pass, step);
     hybrid_->leave_update_critic();
   }
   const RoleRanks& critic_ranks = hybrid_->ranks(Role::critic);
@@ -380,10 +388,11 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
                           balance_batch_,
                           with_entropy ? model::EntropyOutput::compute : model::EntropyOutput::skip,
                           temperature_,
-                          "actor"};
+                          "actor",
+                          a.megatron.skips_non_finite_steps()};
     metrics = run_update(
         batch, epoch_mini_batches(int64_t(batch.size()), mini_batch, a.ppo_epochs, a.shuffle, a.data_loader_seed, step),
-        pass);
+        pass, step);
   }
   const RoleRanks& actor_ranks = hybrid_->ranks(Role::actor);
   if (!actor_ranks.everywhere()) broadcast_metrics(metrics, world_, actor_ranks.root());
