@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: attention_bench [--threads N]   (N = 0: one thread per core)\n");
     return 2;
   }
-  const rf::ThreadPool pool(threads);
+  const rf::ThreadPool pool(threads, "--threads");
   const KernelRegistry registry;
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("# %s\n# OPENBLAS_CORETYPE=%s\n", pool.describe().c_str(), coretype ? coretype : "(unset)");

@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: kernel_bench [--threads N]   (N = 0: one thread per core)\n");
     return 2;
   }
-  const rf::ThreadPool pool(threads);
+  const rf::ThreadPool pool(threads, "--threads");
   const KernelRegistry registry;
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::string about = pool.describe() + "\n" + registry.describe();

@@ -84,7 +84,7 @@ double median(std::vector<double> values) {
 int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   const std::unique_ptr<rf::dist::ProcessGroup> world = mpi.world();
   const bool leader = world->rank() == 0;
-  const rf::ThreadPool pool(options.num_threads);
+  const rf::ThreadPool pool(options.num_threads, "--threads");
   const rf::kernels::KernelRegistry kernels;
   if (leader) std::printf("# %s\n# %s\n", pool.describe().c_str(), kernels.describe().c_str());
 

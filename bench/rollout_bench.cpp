@@ -207,7 +207,7 @@ void time_draw(const rf::model::ModelConfig& config, DType dtype) {
 }
 
 void run(const BenchOptions& options) {
-  const rf::ThreadPool pool(options.num_threads);
+  const rf::ThreadPool pool(options.num_threads, "--threads");
   const rf::model::ModelConfig config = rf::bench::bench_model_config(rf::bench::bench_shape("large"));
   time_draw(config, options.dtype);
   Setup setup(config, options.dtype);

@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: rollout_kernel_bench [--threads N]   (N = 0: one thread per core)\n");
     return 2;
   }
-  const rf::ThreadPool pool(threads);
+  const rf::ThreadPool pool(threads, "--threads");
   const KernelRegistry registry(KernelConfig{.batch_invariant = true});
   std::printf("# %s\n", pool.describe().c_str());
   const std::string setup = registry.describe();

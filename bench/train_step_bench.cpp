@@ -95,7 +95,7 @@ BenchOptions parse_options(int argc, char** argv) {
 }
 
 void run(const BenchOptions& options) {
-  const rf::ThreadPool pool(options.num_threads);
+  const rf::ThreadPool pool(options.num_threads, "--threads");
   const rf::kernels::KernelRegistry kernels(rf::kernels::run_kernel_config(false));  // the engines rlforge sft picks
   print_comment(pool.describe());
   print_comment(kernels.describe());

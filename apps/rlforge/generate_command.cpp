@@ -151,7 +151,7 @@ engine::rollout::RolloutConfig rollout_config(const model::ModelConfig& config, 
 
 int run_generate(const GenerateOptions& o, bool from_file) {
   o.sampling.validate();
-  const ThreadPool pool(o.threads);
+  const ThreadPool pool(o.threads, "--threads");
   const std::string config_path = (fs::path(o.model) / "config.json").string();
   if (!fs::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
   const model::HfModelFolder folder = model::HfModelFolder::open(o.model);

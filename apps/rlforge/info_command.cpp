@@ -18,7 +18,7 @@ Command add_info_command(CLI::App& app) {
   add_integer_option(*cmd, "--threads", *threads, "OpenMP threads (0: one per core)", 0, ThreadPool::kMaxThreads);
   add_integer_option(*cmd, "--optimization-level", *level, "0: ref kernels only; 1 or 2: fast kernels", 0, 2);
   return [threads, level] {
-    const ThreadPool pool(*threads);
+    const ThreadPool pool(*threads, "--threads");
     const std::filesystem::path cache = kernels::default_gemm_choice_folder();
     const kernels::GemmChoice choice = kernels::cached_gemm_choice(cache);
     const kernels::KernelRegistry registry(kernels::KernelConfig{

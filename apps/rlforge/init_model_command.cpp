@@ -15,7 +15,9 @@
 #include "apps/rlforge/tokenizer_builder.h"
 #include "core/error.h"
 #include "data/load_tokenizer.h"
+#include "core/memory_budget.h"
 #include "model/hf_folder.h"
+#include "model/memory_estimate.h"
 #include "model/param_init.h"
 
 namespace rf::apps {
@@ -82,6 +84,25 @@ nlohmann::json make_config_json(const InitModelOptions& o, model::Arch arch, int
   return j;
 }
 
+// The new model's config, its dimensions checked against this machine's memory before anything of their
+// size is built (model/memory_estimate.h); a bad one names the option as well as the config.json field.
+model::ModelConfig new_model_config(const nlohmann::json& config_json) {
+  try {
+    model::ModelConfig config = model::ModelConfig::from_json(config_json, "the new config.json");
+    model::require_fits(config, model::weights_memory(config, DType::f32), machine_memory_budget(),
+                        "hold its weights");
+    return config;
+  } catch (const ConfigError& e) {
+    static const std::map<std::string, std::string> kOptionOf = {
+        {"vocab_size", "--vocab"},          {"hidden_size", "--hidden"}, {"num_hidden_layers", "--layers"},
+        {"num_attention_heads", "--heads"}, {"num_key_value_heads", "--kv-heads"}, {"head_dim", "--head-dim"},
+        {"intermediate_size", "--ffn"}};
+    const auto it = kOptionOf.find(e.key_path());
+    throw Error(fmt::format("init-model: {} ({}): {}", it == kOptionOf.end() ? std::string("model shape") : it->second,
+                            e.key_path(), e.detail()));
+  }
+}
+
 int run_init_model(const InitModelOptions& o) {
   const model::Arch arch = parse_arch(o.arch);
   const DType dtype = parse_dtype(o.dtype);
@@ -113,6 +134,8 @@ int run_init_model(const InitModelOptions& o) {
     }
   } else {
     if (vocab == 0) vocab = 1024;
+    // A built tokenizer has `vocab` tokens: the shape is checked before it is built.
+    new_model_config(make_config_json(o, arch, vocab, std::nullopt, 0, dtype));
     const BuiltTokenizer built = build_byte_level_tokenizer(arch, vocab, o.max_position_embeddings);
     tokenizer_files = built.files;
     bos = built.bos_id;
@@ -127,17 +150,7 @@ int run_init_model(const InitModelOptions& o) {
       {"lm", model::HeadKind::lm}, {"value", model::HeadKind::value}, {"score", model::HeadKind::score}};
   model::set_head_json(config_json, arch, kHeads.at(o.head), 1);
   model::HfModelFolder folder;
-  try {
-    folder.config = model::ModelConfig::from_json(config_json, "the new config.json");
-  } catch (const ConfigError& e) {  // name the option as well as the config.json field
-    static const std::map<std::string, std::string> kOptionOf = {
-        {"vocab_size", "--vocab"},          {"hidden_size", "--hidden"}, {"num_hidden_layers", "--layers"},
-        {"num_attention_heads", "--heads"}, {"num_key_value_heads", "--kv-heads"}, {"head_dim", "--head-dim"},
-        {"intermediate_size", "--ffn"}};
-    const auto it = kOptionOf.find(e.key_path());
-    throw Error(fmt::format("init-model: {} ({}): {}", it == kOptionOf.end() ? std::string("model shape") : it->second,
-                            e.key_path(), e.detail()));
-  }
+  folder.config = new_model_config(config_json);
   folder.config_json = config_json;
   folder.side_files = tokenizer_files;
   nlohmann::json generation = {{"eos_token_id", generation_eos.size() == 1 ? nlohmann::json(generation_eos[0])

@@ -105,7 +105,7 @@ std::vector<std::pair<size_t, size_t>> forward_groups(const std::vector<std::vec
 
 int run_logprobs(const LogprobsOptions& o) {
   if (!(o.temperature > 0)) throw Error(fmt::format("--temperature: must be a positive number, got {}", o.temperature));
-  const ThreadPool pool(o.threads);
+  const ThreadPool pool(o.threads, "--threads");
   const DType dtype = o.dtype == "f64" ? DType::f64 : DType::f32;
   const std::string config_path = (std::filesystem::path(o.model) / "config.json").string();
   if (!std::filesystem::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");

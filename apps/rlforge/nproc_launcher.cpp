@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -57,10 +58,18 @@ std::optional<int> take_nproc_option(std::vector<std::string>& args) {
 }
 
 void relaunch_under_mpirun(int nproc, const std::vector<std::string>& args) {
+  const int cores = num_cores();
+  // Said before anything starts: an oversubscribed job is not hung, only slow from its first second on
+  // (MPI's start-up, every rank's model and kernel set-up, then every step).
+  if (nproc > cores)
+    core::log_warning("--nproc {}: {} ranks on {} cores ({:.1f}x oversubscribed): the ranks take turns on the "
+                      "cores, one thread each, so start-up and every step run about {:.0f}x slower than {} ranks "
+                      "would; nothing is printed until the ranks have started",
+                      nproc, nproc, cores, double(nproc) / cores, std::ceil(double(nproc) / cores), cores);
   // The ranks, all on this machine, inherit mpirun's environment and so this variable.
   const char* threads = std::getenv("OMP_NUM_THREADS");
   if (threads == nullptr || *threads == '\0')
-    setenv("OMP_NUM_THREADS", std::to_string(std::max(1, num_cores() / nproc)).c_str(), 1);
+    setenv("OMP_NUM_THREADS", std::to_string(std::max(1, cores / nproc)).c_str(), 1);
   const std::vector<std::string> command = mpirun_command(nproc, args, geteuid() == 0);
   std::string shown;
   for (const std::string& word : command) shown += (shown.empty() ? "" : " ") + word;

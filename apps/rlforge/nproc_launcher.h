@@ -22,8 +22,9 @@ namespace rf::apps {
 std::optional<int> take_nproc_option(std::vector<std::string>& args);
 
 // Replaces this process with mpirun running `args` (program name first, `--nproc` removed) as `nproc`
-// ranks, after setting OMP_NUM_THREADS (cores / nproc) unless
-// it is set. Returns only by throwing, when mpirun cannot be started.
+// ranks, after setting OMP_NUM_THREADS (cores / nproc) unless it is set; more ranks than cores get a
+// warning first, with the oversubscription factor (ranks / cores). Returns only by throwing, when
+// mpirun cannot be started.
 [[noreturn]] void relaunch_under_mpirun(int nproc, const std::vector<std::string>& args);
 
 }  // namespace rf::apps

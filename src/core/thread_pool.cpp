@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "core/error.h"
+#include "core/log.h"
 
 namespace rf {
 
@@ -23,21 +23,29 @@ int num_cores() {
 
 namespace {
 
-int default_num_threads() {
-  // OMP_NUM_THREADS may be a list ("4,2": threads per nesting level); the first entry is ours.
+// OMP_NUM_THREADS's first entry (it may be a list, "4,2": threads per nesting level) when positive, else 0.
+long omp_num_threads_env() {
   const char* text = std::getenv("OMP_NUM_THREADS");
-  const int from_env = text != nullptr ? std::atoi(text) : 0;
-  return from_env > 0 ? from_env : num_cores();
+  if (text == nullptr) return 0;
+  const long value = std::strtol(text, nullptr, 10);
+  return value > 0 ? value : 0;
+}
+
+// The threads asked for, capped at the cores; the cap is announced with what asked for more.
+int threads_to_use(int num_threads, std::string_view key) {
+  const int cores = num_cores();
+  const long from_env = num_threads > 0 ? 0 : omp_num_threads_env();
+  const long asked = num_threads > 0 ? num_threads : from_env > 0 ? from_env : cores;
+  if (asked <= cores) return int(asked);
+  core::log_warning("{}: {} threads asked, {} used: this process may run on {} cores (its CPU affinity), and "
+                    "more OpenMP threads than cores only take turns on them",
+                    num_threads > 0 ? key : std::string_view("OMP_NUM_THREADS"), asked, cores, cores);
+  return cores;
 }
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads > 0 ? num_threads : default_num_threads()) {
-  // Tens of thousands of threads crash the OpenMP runtime when it starts them (a segfault, no message).
-  if (num_threads_ > kMaxThreads)
-    throw ConfigError(num_threads > 0 ? "num_threads" : "OMP_NUM_THREADS",
-                      fmt::format("{} OpenMP threads is more than the {} allowed (this process may run on {} cores)",
-                                  num_threads_, kMaxThreads, num_cores()));
+ThreadPool::ThreadPool(int num_threads, std::string_view key) : num_threads_(threads_to_use(num_threads, key)) {
   omp_set_dynamic(0);
   omp_set_num_threads(num_threads_);
 }

@@ -4,17 +4,21 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace rf {
 
 class ThreadPool {
  public:
+  // The most a command-line option accepts: a count past it is a typo, refused by name at parsing.
   static constexpr int kMaxThreads = 4096;
 
   // num_threads <= 0 means OMP_NUM_THREADS when it is set to a positive number (what `--nproc N` sets
-  // to cores / N per rank, or the user exported), else one per core (see num_cores). More than
-  // kMaxThreads is a ConfigError ("num_threads", or "OMP_NUM_THREADS" when the count came from it).
-  explicit ThreadPool(int num_threads);
+  // to cores / N per rank, or the user exported), else one per core (see num_cores). A count above the
+  // cores is capped there, with a warning naming where it came from (`key`, e.g. "trainer.num_threads",
+  // or OMP_NUM_THREADS), the count asked and the count used: more OpenMP threads than cores only take
+  // turns on them, and a count libgomp cannot start (100000) crashes it.
+  ThreadPool(int num_threads, std::string_view key);
   int num_threads() const { return num_threads_; }
   std::string describe() const;  // "OpenMP pool: 2 threads (2 cores)"
 

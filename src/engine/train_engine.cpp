@@ -7,8 +7,10 @@
 
 #include "core/element_access.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
+#include "model/memory_estimate.h"
 #include "model/param_init.h"
 #include "model/tp_gather.h"
 
@@ -41,6 +43,17 @@ int64_t padded_capacity(int64_t max_tokens, const dist::ParallelContext& paralle
 EngineConfig validated(EngineConfig config) {
   config.validate();
   return config;
+}
+
+// `model_config`, once the engine built for it is known to fit the memory budget: checked before the first
+// allocation, so an absurd dimension is a named error instead of bad_alloc or the OOM killer.
+const model::ModelConfig& fitting(const model::ModelConfig& model_config, const EngineConfig& config,
+                                  const dist::ParallelContext& parallel, const MemoryTracker& tracker,
+                                  int64_t max_tokens) {
+  model::require_fits(model_config,
+                      training_memory(model_config, config, parallel.tp().size(), parallel.dp().size(), max_tokens),
+                      memory_budget(tracker), "train");
+  return model_config;
 }
 
 // The loss's gradient buffer of one model output, [capacity] f32, or none when the model lacks the output.
@@ -134,11 +147,32 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
 
 }  // namespace
 
+model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineConfig& config, int64_t tp_size,
+                                      int64_t dp_size, int64_t max_tokens_per_micro_batch) {
+  const DType compute = config.compute_dtype();
+  const double f32 = double(dtype_size(DType::f32)), tp = double(tp_size);
+  const double params = model::count_parameters(c) / tp;
+  model::MemoryEstimate estimate = model::weights_memory(c, DType::f32);
+  estimate.params = params * (f32 + (compute == DType::f32 ? 0.0 : double(dtype_size(compute))));
+  estimate.grads = params * f32;
+  estimate.optimizer = 2.0 * params * f32 / double(config.use_distributed_optimizer ? dp_size : 1);
+  // What forward saves per token and layer (AttentionSaved, MlpSaved: the residual stream before and after
+  // attention, both normed inputs, q, k, v, the attention output, gate, up and their product, the norms'
+  // and softmax's statistics), the head-wise ones split over TP; a micro-batch padded for sequence parallel.
+  const double C = double(c.hidden_size), F = double(c.intermediate_size) / tp, H = double(c.num_attention_heads) / tp;
+  const double HD = H * double(c.head_dim), KD = double(c.num_key_value_heads * c.head_dim) / tp;
+  const double per_token_layer = 4 * C + 2 * HD + 2 * KD + 3 * F + H + 2;
+  const int64_t multiple = config.sequence_parallel ? tp_size : 1;
+  const double tokens = double((max_tokens_per_micro_batch + multiple - 1) / multiple * multiple);
+  estimate.activations = double(c.num_hidden_layers) * tokens * per_token_layer * double(dtype_size(compute));
+  return estimate;
+}
+
 TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
                          const model::ModelConfig& model_config, const kernels::KernelRegistry& kernels,
                          dist::ParallelContext& parallel, MemoryTracker& tracker, int64_t max_tokens_per_micro_batch)
     : config_(validated(engine_config)),
-      model_config_(model_config),
+      model_config_(fitting(model_config, config_, parallel, tracker, max_tokens_per_micro_batch)),
       compute_dtype_(engine_config.compute_dtype()),
       kernels_(kernels),
       parallel_(parallel),

@@ -46,6 +46,7 @@
 #include "engine/shard_gatherer.h"
 #include "engine/tensor_map.h"
 #include "model/causal_lm.h"
+#include "model/memory_estimate.h"
 #include "optim/adamw_optimizer.h"
 #include "optim/lr_scheduler.h"
 
@@ -83,6 +84,10 @@ struct ForwardBackwardResult {
 
 class TrainEngine {
  public:
+  // Before allocating anything, a lower bound of what it will hold (weights, gradients, Adam moments, the
+  // residual stream for micro-batches of up to max_tokens_per_micro_batch) is checked against the tracker's
+  // device budget, or the machine's memory (core/memory_budget.h): a model that cannot fit is a ConfigError
+  // naming the dimension, the model config's source, the estimate and the budget.
   TrainEngine(const EngineConfig& engine_config, const optim::OptimConfig& optim_config,
               const model::ModelConfig& model_config, const kernels::KernelRegistry& kernels,
               dist::ParallelContext& parallel, MemoryTracker& tracker, int64_t max_tokens_per_micro_batch);
@@ -239,6 +244,14 @@ class TrainEngine {
   // The tensors of each OffloadSet part; mutable as the const accessors onload them.
   mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;
 };
+
+// A lower bound of what a TrainEngine of this model and layout allocates on each rank (model/memory_estimate.h):
+// its 1/TP of the f32 masters and compute copy, gradients and Adam moments (1/DP of them with the distributed
+// optimizer), what forward saves per token and layer for micro-batches of up to max_tokens_per_micro_batch,
+// and the tensors' bookkeeping. The constructor refuses a model above its budget with it; a trainer may ask
+// before it builds anything of the model's size.
+model::MemoryEstimate training_memory(const model::ModelConfig& model_config, const EngineConfig& config,
+                                      int64_t tp_size, int64_t dp_size, int64_t max_tokens_per_micro_batch);
 
 // The tokens' next-token targets and loss mask for SFT-style micro-batches: a TensorMap with
 // input_ids, position_ids, labels, loss_mask and cu_seqlens from packed sequences.

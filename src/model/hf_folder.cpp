@@ -16,6 +16,7 @@
 #include "formats/safetensors_folder.h"
 #include "formats/safetensors_folder_writer.h"
 #include "model/param_layout.h"
+#include "model/weights_dimensions.h"
 
 namespace rf::model {
 namespace {
@@ -68,6 +69,7 @@ HfModelFolder HfModelFolder::open(const std::string& dir) {
   folder.config = ModelConfig::from_json(folder.config_json, config_path);
 
   const formats::SafetensorsFolder weights(dir);
+  check_dimensions_against_weights(folder.config, weights);  // they bound the layout built next
   const ParamLayout layout = ParamLayout::for_model(folder.config);
   for (const ParamEntry& e : layout.entries()) {
     if (!weights.contains(e.name)) throw IoError(dir, fmt::format("weights are missing tensor '{}'", e.name));

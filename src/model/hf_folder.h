@@ -48,7 +48,8 @@ struct HfModelFolder {
   std::optional<formats::SafetensorsSplit> weight_split;  // the weight files as read; nullopt: a new model
 
   // Reads config.json, the side files present and the weights' headers (no tensor data). IoError or
-  // ConfigError naming the file (and the key or tensor) for anything missing, malformed or unsupported.
+  // ConfigError naming the file (and the key or tensor) for anything missing, malformed or unsupported;
+  // config.json's dimensions are checked against the headers' shapes first (weights_dimensions.h).
   static HfModelFolder open(const std::string& dir);
   // A new model: config_json = config.to_json() with torch_dtype, every weight in `dtype`, no side files.
   static HfModelFolder for_config(const ModelConfig& config, DType dtype);

@@ -198,6 +198,7 @@ std::string arch_name(Arch arch) {
 ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw ConfigError("<root>", fmt::format("{} is not a JSON object", source));
   ModelConfig c;
+  c.source = source;
   const ArchitectureClass architecture = parse_architectures(json, source);
   c.arch = parse_arch(json, source, architecture);
   c.head = architecture.head;

@@ -61,6 +61,9 @@ struct ModelConfig {
   std::string torch_dtype = "float32";
   HeadKind head = HeadKind::lm;  // architectures[0]; lm when config.json names no class
   int64_t num_labels = 1;        // the value or score head's outputs (not read for lm)
+  // Where the fields were read (from_json's `source`: a config.json path, or a config key such as
+  // model.config), for errors about the model found later; not a field of config.json.
+  std::string source;
 
   // `source` names the file in error messages. Every field read must have its JSON type (an integer
   // field refuses 16.7, 1e30 and 2^63) and doubles must be finite.

@@ -49,7 +49,8 @@ struct TrainerConfig {
     f("save_freq", save_freq, "checkpoint every k steps and at the end (<= 0: never)");
     f("default_local_dir", default_local_dir, "run folder: checkpoints, metrics.jsonl, resolved config");
     f("logger", logger, "console and/or jsonl");
-    f("num_threads", num_threads, "OpenMP threads (0: one per core)");
+    f("num_threads", num_threads,
+      "OpenMP threads (0: one per core; more than the cores are capped there, with a warning)");
     f("resume_mode", resume_mode, "auto (continue from the latest checkpoint) or disable (start over)");
     f("stop_at_val_acc", stop_at_val_acc,
       "stop, with a checkpoint, at the first evaluation whose accuracy reaches this (null: run every step); "

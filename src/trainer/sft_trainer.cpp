@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "core/element_access.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/stopwatch.h"
 #include "core/thread_pool.h"
 #include "data/data_cursor.h"
@@ -70,6 +71,29 @@ model::ModelConfig make_model_config(const ModelSection& m, const RunTokenizer& 
   } catch (const ConfigError& e) {
     throw ConfigError("model.config." + e.key_path(), e.detail());
   }
+}
+
+// Tokens the engine runs at once: evaluation packs many prompts per forward, so room for a few hundred
+// short problems whatever the micro-batch.
+int64_t engine_capacity(const data::DataConfig& data) {
+  return std::max<int64_t>(data.micro_batch_size_per_gpu * data.max_length, 4096);
+}
+
+// `model_config`, once the engine this run builds for it fits this machine's memory: checked before
+// anything of the model's size exists (the export folder's layout, the engine; no weights bound a new
+// model's dimensions). TrainEngine checks the same estimate again. A new model's keys are model.config's.
+model::ModelConfig fitting(model::ModelConfig model_config, const SftConfig& config, int world_size) {
+  const int64_t tp = config.megatron.tensor_model_parallel_size;
+  try {
+    model::require_fits(model_config,
+                        engine::training_memory(model_config, config.megatron, tp, world_size / tp,
+                                                engine_capacity(config.data)),
+                        machine_memory_budget(), "train");
+  } catch (const ConfigError& e) {
+    if (config.model.path) throw;
+    throw ConfigError("model.config." + e.key_path(), e.detail());
+  }
+  return model_config;
 }
 
 // The Hugging Face folder every checkpoint carries under huggingface/ (and `rlforge convert` exports):
@@ -136,15 +160,15 @@ class SftTrainer : public Trainable {
         lead_(world.rank() == 0),
         resolved_yaml_(resolved_yaml),
         folder_(config.trainer.default_local_dir, lead_),
-        pool_(config.trainer.num_threads),
+        pool_(config.trainer.num_threads, "trainer.num_threads"),
         kernels_(kernels::run_kernel_config(false)),
         source_folder_(open_source_folder(config.model)),
         tokens_(make_run_tokenizer(config.model, data_, source_folder_ ? &*source_folder_ : nullptr)),
         source_(data_),
-        model_config_(source_folder_ ? source_folder_->config : make_model_config(config.model, tokens_)),
+        model_config_(fitting(source_folder_ ? source_folder_->config : make_model_config(config.model, tokens_),
+                              config, world.size())),
         export_folder_(checked_export_folder(config.model, data_, source_folder_, model_config_, tokens_)),
-        // Evaluation packs many prompts per forward; give it room for a few hundred short problems.
-        capacity_(std::max<int64_t>(data_.micro_batch_size_per_gpu * data_.max_length, 4096)),
+        capacity_(engine_capacity(data_)),
         builder_(*tokens_.tokenizer, tokens_.special_ids,
                  data::SftPackingConfig{data_.max_length, data_.micro_batch_size_per_gpu * data_.max_length}),
         parallel_(engine::make_parallel_context(config.megatron, world)),

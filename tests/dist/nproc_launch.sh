@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `rlforge <command> --nproc N`: the re-launch under mpirun with the flags a container needs and the
 # per-rank thread count; a command that runs on one process only refuses a multi-rank job on every
-# rank, and the job ends, non-zero, within the time limit, with the message printed once; bad values
-# of --nproc name the option; plain mpirun gives the same refusal.
+# rank, and the job ends, non-zero, within the time limit, with the message printed once; more ranks than
+# cores are warned about up front; bad values of --nproc name the option; plain mpirun gives the same refusal.
 set -uo pipefail
 rlforge="$1"; mpirun="$2"
 scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
@@ -39,6 +39,18 @@ OMP_NUM_THREADS=3 run "$rlforge" --nproc=2 info
 refused_once
 grep -q -- '--nproc 2: mpirun .*(OMP_NUM_THREADS=3)' "$scratch/err" || fail "a thread count the user set was not kept"
 echo "ok: --nproc=2 before the command; OMP_NUM_THREADS=3 kept"
+
+# More ranks than cores: said up front, with the oversubscription factor (the job then refuses as above).
+# The cores of the affinity mask, as rlforge counts them (GNU nproc alone honours OMP_NUM_THREADS).
+mask_cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+over=$(( mask_cores + 1 ))
+run "$rlforge" info --nproc "$over"
+factor=$(python3 -c "print(f'{$over / $mask_cores:.1f}')")
+grep -q -- "warning: --nproc $over: $over ranks on $mask_cores cores (${factor}x oversubscribed)" "$scratch/err" ||
+  fail "no oversubscription warning for --nproc $over on $mask_cores cores"
+run "$rlforge" info --nproc "$mask_cores"
+! grep -q "oversubscribed" "$scratch/err" || fail "warned at --nproc $mask_cores"
+echo "ok: --nproc $over on $mask_cores cores warned (${factor}x oversubscribed)"
 
 run "$rlforge" info --nproc 1
 [ "$rc" -eq 0 ] || fail "info --nproc 1: exit $rc"

@@ -455,7 +455,8 @@ struct RlTrainerConfig {  // trainer
       "balance_batch; rlforge balances inside each mini-batch, so DP never changes what a mini-batch holds)");
     f("deterministic", deterministic,
       "rlforge: fixed thread count and batch-invariant kernels on every path: same seed, same metrics");
-    f("num_threads", num_threads, "rlforge: OpenMP threads per rank (0: cores / ranks)");
+    f("num_threads", num_threads,
+      "rlforge: OpenMP threads per rank (0: cores / ranks; more than the cores are capped there, with a warning)");
     f("time_budget_s", time_budget_s, "rlforge: stop (after a validation and a checkpoint) once this many seconds ran");
     f("rollout_data_dir", rollout_data_dir,
       "write each step's responses to <dir>/<step>.jsonl: input, output, gts, score, step, reward extras (null: no)");

@@ -301,7 +301,7 @@ struct RlTrainer::State {
       : config(c),
         world(w),
         lead(w.rank() == 0),
-        pool(c.trainer.num_threads),
+        pool(c.trainer.num_threads, "trainer.num_threads"),
         folder(open_policy_folder(c)),
         tokens(make_tokenizer(c, folder)),
         prompts(c, tokens),
