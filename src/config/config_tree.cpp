@@ -1,8 +1,10 @@
 #include "config/config_tree.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <cctype>
+#include <sstream>
 
 #include "config/suggest.h"
 #include "config/yaml_checks.h"
@@ -64,6 +66,32 @@ Assignment parse_assignment(const std::string& text) {
   return assignment;
 }
 
+// Ignores every event: parsing with it only counts documents.
+class NoEvents : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// 0, 1, or 2 for "two or more". yaml-cpp 0.7 reads some text as an endless stream of empty documents
+// (a leading ',': LoadAll never returns, and Load returns null), so the count stops at the second.
+// YAML::Exception for a syntax error.
+int count_documents(const std::string& yaml) {
+  std::istringstream in(yaml);
+  YAML::Parser parser(in);
+  NoEvents events;
+  int count = 0;
+  while (count < 2 && parser.HandleNextDocument(events)) ++count;
+  return count;
+}
+
 std::string shown_value(const std::string& value_text) {
   if (value_text.size() <= kMaxShownValueChars) return value_text;
   return fmt::format("{}... ({} characters)", value_text.substr(0, kMaxShownValueChars), value_text.size());
@@ -74,6 +102,9 @@ YAML::Node parse_value(const Assignment& assignment) {
   if (assignment.value_text.empty()) return YAML::Node(std::string());
   YAML::Node value;
   try {
+    if (count_documents(assignment.value_text) > 1)
+      throw ConfigError(assignment.key, fmt::format("cannot parse the override value '{}': it is not one YAML value",
+                                                    shown_value(assignment.value_text)));
     value.reset(YAML::Load(assignment.value_text));
   } catch (const YAML::Exception& e) {
     throw ConfigError(assignment.key, fmt::format("cannot parse the override value '{}': {}",
@@ -117,22 +148,23 @@ ConfigTree ConfigTree::from_file(const std::string& path) {
 }
 
 ConfigTree ConfigTree::from_string(const std::string& yaml, const std::string& source_name) {
-  std::vector<YAML::Node> documents;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(yaml);
+    if (count_documents(yaml) > 1)
+      throw IoError(source_name, "holds more than one YAML document (or text such as a leading ',' that yaml-cpp "
+                                 "reads as endless empty documents); a config is one map");
+    document.reset(YAML::Load(yaml));
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) throw IoError(source_name, e.msg);
     throw IoError(source_name, fmt::format("line {}, column {}: {}", e.mark.line + 1, e.mark.column + 1, e.msg));
   }
-  if (documents.size() > 1)
-    throw IoError(source_name, fmt::format("holds {} YAML documents; a config is one", documents.size()));
-  if (documents.empty() || documents[0].IsNull()) return ConfigTree(YAML::Node(YAML::NodeType::Map));
-  if (!documents[0].IsMap())
-    throw IoError(source_name, fmt::format("the top level must be a map, got {}", describe_node(documents[0])));
-  if (const auto problem = find_yaml_problem(documents[0], YamlPositions::lines))
+  if (document.IsNull()) return ConfigTree(YAML::Node(YAML::NodeType::Map));
+  if (!document.IsMap())
+    throw IoError(source_name, fmt::format("the top level must be a map, got {}", describe_node(document)));
+  if (const auto problem = find_yaml_problem(document, YamlPositions::lines))
     throw IoError(source_name,
                   fmt::format("{}: {}", problem->key_path.empty() ? "(top level)" : problem->key_path, problem->what));
-  return ConfigTree(documents[0]);
+  return ConfigTree(document);
 }
 
 ConfigTree::ConfigTree(const ConfigTree& other) : root_(YAML::Clone(other.root_)) {}

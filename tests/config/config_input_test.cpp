@@ -66,6 +66,18 @@ TEST(ConfigInput, DuplicateKeyNamesTheKeyAndBothLines) {
                        "stages[1].x: given twice in one map, on line 3 and on line 3"));
 }
 
+// Found by config_fuzz_yaml: yaml-cpp 0.7's LoadAll never returns on a leading ',' (it reads endless
+// empty documents), and Load reads such a value as null.
+TEST(ConfigInput, TextThatYamlCppReadsAsEndlessDocumentsIsRefused) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const char* text : {",", ", a", "a: 1\n---\nb: 2\n"})
+    EXPECT_TRUE(contains(load_error(text), "run.yaml: holds more than one YAML document")) << text;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  const ConfigError e = override_error("data.task_kwargs=, a");
+  EXPECT_EQ(e.key_path(), "data.task_kwargs");
+  EXPECT_TRUE(contains(e.what(), "cannot parse the override value ', a': it is not one YAML value")) << e.what();
+}
+
 TEST(ConfigInput, KeysMustBeNames) {
   EXPECT_TRUE(contains(load_error("a: 1\n? [x, y]\n: 2\n"), "(top level): on line 2: a key must be a plain name, got "
                                                             "the list [x, y]"));
