@@ -30,7 +30,7 @@ void set_rank_label(std::string label) { mutable_rank_label() = std::move(label)
 void throw_check_failure(const char* file, int line, const char* condition,
                          const std::string& message) {
   const char* base = std::strrchr(file, '/');
-  throw Error(fmt::format("[{}] {}:{}: {} (check `{}` failed)", rank_label(),
+  throw CheckFailure(fmt::format("[{}] {}:{}: {} (check `{}` failed)", rank_label(),
                           base ? base + 1 : file, line, message, condition));
 }
 

@@ -29,6 +29,13 @@ class ConfigError : public Error {
   std::string detail_;
 };
 
+// What RF_CHECK throws: an expectation inside rlforge broke. Its message is for developers (file:line and
+// the condition), so input that reaches one is a bug of its own; the fuzz targets treat it as a crash.
+class CheckFailure : public Error {
+ public:
+  explicit CheckFailure(const std::string& message) : Error(message) {}
+};
+
 // A file could not be read or written, or its contents are malformed.
 class IoError : public Error {
  public:
@@ -55,7 +62,7 @@ void set_rank_label(std::string label);
 }  // namespace core
 }  // namespace rf
 
-// RF_CHECK(cond, "x_BTC: expected ({},{}), got {}", a, b, c) throws rf::Error when cond is false.
+// RF_CHECK(cond, "x_BTC: expected ({},{}), got {}", a, b, c) throws rf::CheckFailure when cond is false.
 #define RF_CHECK(cond, ...)                                                                  \
   do {                                                                                       \
     if (!(cond)) [[unlikely]] {                                                              \

@@ -49,6 +49,17 @@ TEST(Error, PassingCheckDoesNotFormat) {
   EXPECT_EQ(formatted, 1);
 }
 
+// The fuzz targets tell an internal check reached from input (a bug) from a refusal by its type.
+TEST(Error, CheckThrowsACheckFailure) {
+  EXPECT_THROW(RF_CHECK(false, "internal"), CheckFailure);
+  try {
+    throw IoError("a.json", "bad");
+  } catch (const CheckFailure&) {
+    ADD_FAILURE() << "an IoError is not a CheckFailure";
+  } catch (const Error&) {
+  }
+}
+
 TEST(Error, ConfigErrorCarriesKeyPath) {
   const ConfigError e("actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
                       "3 does not divide num_attention_heads=8");
