@@ -25,19 +25,24 @@ else()
   message(STATUS "Fuzz targets: SKIPPED (needs clang++ with libFuzzer: apt-get install clang libclang-rt-14-dev)")
 endif()
 
-# rf_add_fuzz_test(<name> LABEL <label> SOURCES <files...> CORPUS <seed dir> [DICT <file>])
-# Builds <name> from SOURCES (absolute paths; the one defining LLVMFuzzerTestOneInput among them)
-# and adds a CTest test that fuzzes from the CORPUS seeds for $RF_FUZZ_SECONDS seconds (default 60;
-# see run_fuzz_test.sh).
+# rf_add_fuzz_test(<name> LABEL <label> SOURCES <files...> CORPUS <seed dir> [DICT <file>] [SECONDS <n>]
+#                  [LIBS <link items...>])
+# Builds <name> from SOURCES (absolute paths; the one defining LLVMFuzzerTestOneInput among them), linked
+# with fmt and LIBS (imported targets or plain link flags such as -lpcre2-8; the libraries themselves are
+# not instrumented), and adds a CTest test that fuzzes from the CORPUS seeds for SECONDS seconds (default
+# 60), or $RF_FUZZ_SECONDS when set (see run_fuzz_test.sh).
 function(rf_add_fuzz_test name)
-  cmake_parse_arguments(F "" "LABEL;CORPUS;DICT" "SOURCES" ${ARGN})
+  cmake_parse_arguments(F "" "LABEL;CORPUS;DICT;SECONDS" "SOURCES;LIBS" ${ARGN})
+  if(NOT F_SECONDS)
+    set(F_SECONDS 60)
+  endif()
   if(NOT (RF_CLANGXX AND RF_LIBFUZZER_WORKS))
     return()
   endif()
   # -O1 keeps the sanitizers' reports readable while fuzzing fast enough.
   set(flags -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all)
   set(compile_flags ${flags} -fsanitize=fuzzer-no-link -Wall -Wextra -I${PROJECT_SOURCE_DIR}/src)
-  foreach(dep fmt::fmt nlohmann_json::nlohmann_json)
+  foreach(dep fmt::fmt nlohmann_json::nlohmann_json yaml-cpp)
     # Definitions can be generator expressions (nlohmann's are), so -D is added at generation time.
     get_target_property(defs ${dep} INTERFACE_COMPILE_DEFINITIONS)
     foreach(def IN LISTS defs)
@@ -66,8 +71,16 @@ function(rf_add_fuzz_test name)
     list(APPEND objects ${obj})
   endforeach()
   set(exe ${CMAKE_CURRENT_BINARY_DIR}/fuzz/${name})
+  set(link_items $<TARGET_LINKER_FILE:fmt::fmt>)
+  foreach(lib IN LISTS F_LIBS)
+    if(TARGET ${lib})
+      list(APPEND link_items $<TARGET_LINKER_FILE:${lib}>)
+    else()
+      list(APPEND link_items ${lib})
+    endif()
+  endforeach()
   add_custom_command(OUTPUT ${exe}
-    COMMAND ${RF_CLANGXX} ${flags} -fsanitize=fuzzer ${objects} $<TARGET_LINKER_FILE:fmt::fmt> -o ${exe}
+    COMMAND ${RF_CLANGXX} ${flags} -fsanitize=fuzzer ${objects} ${link_items} -o ${exe}
     DEPENDS ${objects}
     COMMENT "Linking fuzz target ${name} (clang++)" VERBATIM)
   add_custom_target(${name} ALL DEPENDS ${exe})
@@ -78,6 +91,6 @@ function(rf_add_fuzz_test name)
   endif()
   add_test(NAME ${name}
     COMMAND bash ${PROJECT_SOURCE_DIR}/cmake/run_fuzz_test.sh
-            ${exe} ${F_CORPUS} ${CMAKE_CURRENT_BINARY_DIR}/fuzz/${name}.work ${extra_args})
+            ${exe} ${F_CORPUS} ${CMAKE_CURRENT_BINARY_DIR}/fuzz/${name}.work ${F_SECONDS} ${extra_args})
   set_tests_properties(${name} PROPERTIES LABELS ${F_LABEL})
 endfunction()
