@@ -4,7 +4,8 @@
 # Then the lowest-ISA passes, so that an AVX-512 machine sees what an AVX2-only one would
 # (RLFORGE_MAX_CPU_ISA caps rlforge's kernel registry, ONEDNN_MAX_CPU_ISA oneDNN, OPENBLAS_CORETYPE
 # OpenBLAS): the kernels, model, engine (rollout), rl and mpi groups and the end-to-end tests that assert
-# bit-equality at AVX2, and the kernel conformance tests at baseline x86-64 (cpu_generic).
+# bit-equality at AVX2, and the kernel conformance tests at baseline x86-64 (cpu_generic). Last, the input
+# layers' unit tests under ASan + UBSan.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +23,13 @@ cmake --build build/release -j "$(nproc)" || { echo "build failed"; exit 1; }
 phase build
 
 passed=0; failed=0
-# run_group <phase name> <ctest selection...>: runs the selected tests, adds their counts, prints the phase.
+# run_group <phase name> <ctest selection...>: runs the selected tests of $test_dir, adds their counts,
+# prints the phase.
+test_dir=build/release
 run_group() {
   local name=$1; shift
   local log; log=$(mktemp)
-  ctest --test-dir build/release "$@" -j "$(nproc)" --output-on-failure --timeout 900 >"$log" 2>&1
+  ctest --test-dir "$test_dir" "$@" -j "$(nproc)" --output-on-failure --timeout 900 >"$log" 2>&1
   grep -vE '^ *([0-9]+/[0-9]+ Test +#[0-9]+: .* Passed|Start +[0-9]+:)' "$log"  # failures and the summary
   # CTest's summary: "100% tests passed, 0 tests failed out of 57"
   local summary total f
@@ -52,5 +55,16 @@ for label in kernels mpi model engine rl; do
 done
 RLFORGE_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell run_group "avx2:e2e" -R "$avx2_e2e"
 RLFORGE_MAX_CPU_ISA=generic ONEDNN_MAX_CPU_ISA=SSE41 OPENBLAS_CORETYPE=Prescott run_group "generic:kernels" -L '^kernels$'
+
+# The sanitizer pass: the unit tests of the layers that read input (core, formats, data, config,
+# checkpoint) built with AddressSanitizer and UndefinedBehaviorSanitizer (the debug-asan preset). Left
+# out: the fuzz targets (sanitized already, and run above), data.tokenize_command (it needs the whole
+# rlforge binary) and roll_config_tests (it links every layer, as rlforge does).
+if [ ! -f build/debug-asan/build.ninja ]; then cmake --preset debug-asan >/dev/null || exit 1; fi
+cmake --build build/debug-asan -j "$(nproc)" --target core_tests formats_tests data_tests config_tests checkpoint_tests \
+  || { echo "sanitizer build failed"; exit 1; }
+phase "asan:build"
+test_dir=build/debug-asan run_group "asan:tests" -L '^(core|formats|data|config|checkpoint)$' \
+  -E '(fuzz|^data\.tokenize_command$)'
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

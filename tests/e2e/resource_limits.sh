@@ -25,7 +25,8 @@ OMP_NUM_THREADS=100000 "$RLFORGE" info > "$SCRATCH/info.log" 2>&1 || fail "info 
 grep -q "warning: OMP_NUM_THREADS: 100000 threads asked, $cores used" "$SCRATCH/info.log" || fail "OMP_NUM_THREADS not capped"
 echo "ok: OMP_NUM_THREADS=100000 capped to $cores"
 
-# A folder whose config.json claims 1e9 layers over weights of 2, then a hidden size of 1e7.
+# A folder whose config.json claims 4096 layers (the most config.json may say; 1e9 is refused as out of range
+# when read) over weights of 2, then a hidden size of 1e7.
 warm=cache/warm_start/arith3
 [[ -f "$warm/config.json" ]] || fail "$warm is missing: scripts/run.sh builds it"
 claiming() {  # claiming key value: a copy of the warm start whose config.json says key: value
@@ -33,8 +34,8 @@ claiming() {  # claiming key value: a copy of the warm start whose config.json s
   python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c[sys.argv[2]] = float(sys.argv[3]); \
 json.dump(c, open(p, 'w'))" "$SCRATCH/claim/config.json" "$1" "$2"
 }
-claiming num_hidden_layers 1e9
-layers="num_hidden_layers: 1000000000 in $SCRATCH/claim/config.json, but the weights in $SCRATCH/claim hold 2 (model.layers.0 to model.layers.1)"
+claiming num_hidden_layers 4096
+layers="num_hidden_layers: 4096 in $SCRATCH/claim/config.json, but the weights in $SCRATCH/claim hold 2 (model.layers.0 to model.layers.1)"
 limited_error "$layers" train --config examples/grpo_arith.yaml actor_rollout_ref.model.path="$SCRATCH/claim" \
   trainer.default_local_dir="$SCRATCH/rl"
 limited_error "$layers" sft --config examples/sft_arith.yaml model.path="$SCRATCH/claim" trainer.default_local_dir="$SCRATCH/sft"
