@@ -16,6 +16,7 @@
 #include "data/builtin_tasks.h"
 #include "data/data_cursor.h"
 #include "data/index_permutation.h"
+#include "support/test_support.h"
 
 namespace rf::data {
 namespace {
@@ -32,15 +33,7 @@ ArithProblem parse_arith_prompt(const std::string& prompt) {
   return {std::stoull(prompt.substr(0, plus)), std::stoull(prompt.substr(plus + 1, prompt.size() - plus - 2))};
 }
 
-void expect_config_error(const std::function<void()>& fn, const std::string& key_path, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "no ConfigError for " << key_path;
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key_path(), key_path) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using testing::expect_config_error;
 
 // ---- IndexPermutation -------------------------------------------------------------------------------
 

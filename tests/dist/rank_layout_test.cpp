@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "support/test_support.h"
 
 namespace rf::dist {
 namespace {
@@ -152,17 +153,7 @@ TEST(RankLayout, EveryLayoutOfUpToSixteenRanksIsConsistent) {
   EXPECT_GT(num_layouts, 200);
 }
 
-// Runs `make` and expects a ConfigError keyed `key` whose message mentions `fragment`.
-template <class F>
-void expect_config_error(F make, const std::string& key, const std::string& fragment) {
-  try {
-    make();
-    ADD_FAILURE() << "expected a ConfigError on " << key;
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key_path(), key) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using testing::expect_config_error;
 
 TEST(RankLayout, WrongLayoutsNameTheirKey) {
   expect_config_error([] { RankLayout(dims(8, 0, 1, 1)); }, "tensor_model_parallel_size", "must be >= 1, got 0");

@@ -99,6 +99,16 @@ void expect_error_containing(const std::function<void()>& fn, const std::string&
   }
 }
 
+void expect_config_error(const std::function<void()>& fn, const std::string& key, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception; expected a ConfigError naming " << key;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), key) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
 double max_abs_diff(TensorView a, TensorView b) {
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i)

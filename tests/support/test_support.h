@@ -42,6 +42,8 @@ GuardedTensor guarded_copy(TensorView src, Layout layout);
 
 // EXPECT that `fn` throws an rf::Error whose message contains `fragment`.
 void expect_error_containing(const std::function<void()>& fn, const std::string& fragment);
+// EXPECT that `fn` throws a ConfigError keyed `key` whose message contains `fragment`.
+void expect_config_error(const std::function<void()>& fn, const std::string& key, const std::string& fragment);
 
 // EXPECT that |actual - expected| <= atol + rtol * |expected| elementwise (compared in f64), and
 // reports the worst element.
