@@ -59,12 +59,13 @@ RLFORGE_MAX_CPU_ISA=generic ONEDNN_MAX_CPU_ISA=SSE41 OPENBLAS_CORETYPE=Prescott 
 # The sanitizer pass: the unit tests of the layers that read input (core, formats, data, config,
 # checkpoint) built with AddressSanitizer and UndefinedBehaviorSanitizer (the debug-asan preset). Left
 # out: the fuzz targets (sanitized already, and run above), data.tokenize_command (it needs the whole
-# rlforge binary) and roll_config_tests (it links every layer, as rlforge does).
+# rlforge binary), roll_config_tests (it links every layer, as rlforge does) and the speed tests (*Quickly:
+# a time bound means nothing at -O0 under the sanitizers).
 if [ ! -f build/debug-asan/build.ninja ]; then cmake --preset debug-asan >/dev/null || exit 1; fi
 cmake --build build/debug-asan -j "$(nproc)" --target core_tests formats_tests data_tests config_tests checkpoint_tests \
   || { echo "sanitizer build failed"; exit 1; }
 phase "asan:build"
 test_dir=build/debug-asan run_group "asan:tests" -L '^(core|formats|data|config|checkpoint)$' \
-  -E '(fuzz|^data\.tokenize_command$)'
+  -E '(fuzz|^data\.tokenize_command$|Quickly$)'
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

@@ -31,7 +31,7 @@ warm=cache/warm_start/arith3
 [[ -f "$warm/config.json" ]] || fail "$warm is missing: scripts/run.sh builds it"
 claiming() {  # claiming key value: a copy of the warm start whose config.json says key: value
   rm -rf "$SCRATCH/claim" && cp -r "$warm" "$SCRATCH/claim"
-  python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c[sys.argv[2]] = float(sys.argv[3]); \
+  python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); v = float(sys.argv[3]); c[sys.argv[2]] = int(v) if v.is_integer() else v; \
 json.dump(c, open(p, 'w'))" "$SCRATCH/claim/config.json" "$1" "$2"
 }
 claiming num_hidden_layers 4096
@@ -45,15 +45,17 @@ claiming hidden_size 1e7
 limited_error "hidden_size: 10000000 in $SCRATCH/claim/config.json, but $SCRATCH/claim/model.safetensors holds model.embed_tokens.weight of shape [18, 128]" \
   generate --model "$SCRATCH/claim" --prompt "<bos>1+2="
 
-# New models: nothing bounds their dimensions but the machine's memory.
-limited_error "model.config.num_hidden_layers: 1000000000 in model.config: the model (qwen3: 1000000000 layers" \
+# New models: past the per-key bounds (4096 layers, sizes up to 2^31-1) nothing bounds their dimensions but
+# the machine's memory. 4096 layers of hidden 65536 need over 100 TiB: refused on any machine.
+limited_error "model.config.num_hidden_layers: 1000000000 is more than the 4096 rlforge supports" \
   sft --config examples/sft_arith.yaml model.config.num_hidden_layers=1000000000 trainer.default_local_dir="$SCRATCH/new"
+limited_error "model.config.num_hidden_layers: 4096 in model.config: the model (qwen3: 4096 layers, hidden 65536" \
+  sft --config examples/sft_arith.yaml model.config.hidden_size=65536 model.config.num_attention_heads=512 \
+  model.config.num_hidden_layers=4096 trainer.default_local_dir="$SCRATCH/new"
 grep -q "to train, more than the .* of physical memory" "$SCRATCH/stderr" || fail "the estimate or the budget is not named"
-limited_error "model.config.hidden_size: 65536 in model.config" sft --config examples/sft_arith.yaml \
-  model.config.hidden_size=65536 model.config.num_attention_heads=512 trainer.default_local_dir="$SCRATCH/new"
-limited_error "init-model: --layers (num_hidden_layers): 1000000000 in the new config.json" \
-  init-model --arch qwen3 --out "$SCRATCH/init" --seed 1 --layers 1000000000
+limited_error "init-model: --layers (num_hidden_layers): 4096 in the new config.json: the model (qwen3: 4096 layers" \
+  init-model --arch qwen3 --out "$SCRATCH/init" --seed 1 --layers 4096 --hidden 65536 --heads 512
 grep -q "to hold its weights, more than the .* of physical memory" "$SCRATCH/stderr" || fail "init-model: no estimate"
-limited_error "init-model: --vocab (vocab_size): 1000000000000" init-model --arch qwen3 --out "$SCRATCH/init" --seed 1 \
-  --vocab 1000000000000
+limited_error "--vocab: expected an integer in [0, 2147483647], got '1000000000000'" init-model --arch qwen3 \
+  --out "$SCRATCH/init" --seed 1 --vocab 1000000000000
 [[ ! -e "$SCRATCH/init/config.json" ]] || fail "a refused init-model wrote a config.json"
