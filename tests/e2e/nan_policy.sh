@@ -81,7 +81,11 @@ expect_error "saving actor to $SCRATCH/sft_unchecked/global_step_2: refused: mod
   "${sft[@]}" megatron.check_for_nan_in_loss_and_grad=false trainer.default_local_dir="$SCRATCH/sft_unchecked"
 expect_last_checkpoint "$SCRATCH/sft_unchecked" 1
 
-rl=(--config examples/grpo_arith.yaml actor_rollout_ref.actor.optim.lr=1e6 actor_rollout_ref.actor.optim.lr_warmup_steps=0
+# The RL runs start from a warm start of their own (the examples' cache/warm_start/arith3 is scripts/run.sh's).
+quiet "$RLFORGE" sft --config examples/sft_arith3_warm_start.yaml trainer.total_training_steps=300 \
+  trainer.stop_at_val_acc=null trainer.test_freq=0 trainer.save_freq=300 trainer.default_local_dir="$SCRATCH/warm"
+warm=$SCRATCH/warm/global_step_300/huggingface
+rl=(--config examples/grpo_arith.yaml actor_rollout_ref.model.path="$warm" actor_rollout_ref.actor.optim.lr=1e6 actor_rollout_ref.actor.optim.lr_warmup_steps=0
     trainer.total_training_steps=2 trainer.val_before_train=false trainer.test_freq=0 trainer.save_freq=1
     trainer.resume_mode=disable trainer.logger='[jsonl]')
 
@@ -102,7 +106,7 @@ expect_all_finite "$SCRATCH/grpo_skip"
 
 # PPO: the critic's update is checked as the actor's.
 expect_error "step 1, critic update, mini-batch 2 of 4: not finite:" \
-  train --config examples/ppo_arith.yaml critic.optim.lr=1e6 critic.optim.lr_warmup_steps=0 \
+  train --config examples/ppo_arith.yaml actor_rollout_ref.model.path="$warm" critic.optim.lr=1e6 critic.optim.lr_warmup_steps=0 \
   actor_rollout_ref.actor.optim.lr_warmup_steps=0 trainer.critic_warmup=0 trainer.total_training_steps=2 \
   trainer.val_before_train=false trainer.test_freq=0 trainer.save_freq=1 trainer.resume_mode=disable \
   trainer.logger='[jsonl]' trainer.default_local_dir="$SCRATCH/ppo_error"

@@ -27,8 +27,10 @@ echo "ok: OMP_NUM_THREADS=100000 capped to $cores"
 
 # A folder whose config.json claims 4096 layers (the most config.json may say; 1e9 is refused as out of range
 # when read) over weights of 2, then a hidden size of 1e7.
-warm=cache/warm_start/arith3
-[[ -f "$warm/config.json" ]] || fail "$warm is missing: scripts/run.sh builds it"
+# The main job's warm-start model (2 layers, hidden 128, the 18-token arithmetic vocabulary), a few steps in.
+quiet "$RLFORGE" sft --config examples/sft_arith3_warm_start.yaml trainer.total_training_steps=2 \
+  trainer.stop_at_val_acc=null trainer.test_freq=0 trainer.save_freq=2 trainer.default_local_dir="$SCRATCH/sft"
+warm=$SCRATCH/sft/global_step_2/huggingface
 claiming() {  # claiming key value: a copy of the warm start whose config.json says key: value
   rm -rf "$SCRATCH/claim" && cp -r "$warm" "$SCRATCH/claim"
   python3 -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); v = float(sys.argv[3]); c[sys.argv[2]] = int(v) if v.is_integer() else v; \
