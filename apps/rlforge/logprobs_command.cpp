@@ -109,7 +109,9 @@ int run_logprobs(const LogprobsOptions& o) {
   const DType dtype = o.dtype == "f64" ? DType::f64 : DType::f32;
   const std::string config_path = (std::filesystem::path(o.model) / "config.json").string();
   if (!std::filesystem::exists(config_path)) throw IoError(config_path, "missing: --model must be a folder with config.json");
-  const model::ModelConfig config = model::ModelConfig::from_file(config_path);
+  // Opened as a folder: config.json's dimensions are checked against the weights' headers before anything
+  // of their size is allocated (a claimed hidden_size of 1e7 died allocating 109 GiB).
+  const model::ModelConfig config = model::HfModelFolder::open(o.model).config;
   const auto sequences = read_sequences(o.input, config.vocab_size, config.max_position_embeddings);
 
   // f64 is the oracle: ref kernels throughout (the fast variants have no f64 and would fall back anyway).

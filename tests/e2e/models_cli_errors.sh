@@ -58,7 +58,7 @@ import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['rope_scaling'] = {
 expect_error "rope_scaling.rope_type: in $SCRATCH/broken/config.json: 'yarn' is not supported" convert --from "$SCRATCH/broken" --to "$SCRATCH/y"
 broken; python3 -c "
 import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['hidden_size'] = 32; json.dump(c, open(p, 'w'))" "$SCRATCH/broken/config.json"
-expect_error "model.embed_tokens.weight' has shape" logprobs --model "$SCRATCH/broken" --input "$SCRATCH/good.json" --out "$SCRATCH/o.json"
+expect_error "hidden_size: 32 in $SCRATCH/broken/config.json, but $SCRATCH/broken/model.safetensors holds model.embed_tokens.weight of shape" logprobs --model "$SCRATCH/broken" --input "$SCRATCH/good.json" --out "$SCRATCH/o.json"
 broken; rm "$SCRATCH/broken/model.safetensors"
 expect_error "$SCRATCH/broken" logprobs --model "$SCRATCH/broken" --input "$SCRATCH/good.json" --out "$SCRATCH/o.json"
 broken; truncate -s 1000 "$SCRATCH/broken/model.safetensors"

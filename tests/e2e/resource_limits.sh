@@ -44,8 +44,11 @@ limited_error "$layers" sft --config examples/sft_arith.yaml model.path="$SCRATC
 limited_error "$layers" generate --model "$SCRATCH/claim" --prompt "<bos>1+2="
 limited_error "$layers" convert --from "$SCRATCH/claim" --to "$SCRATCH/converted"
 claiming hidden_size 1e7
+echo '{"sequences": [[1, 2, 3]]}' > "$SCRATCH/sequences.json"
 limited_error "hidden_size: 10000000 in $SCRATCH/claim/config.json, but $SCRATCH/claim/model.safetensors holds model.embed_tokens.weight of shape [18, 128]" \
   generate --model "$SCRATCH/claim" --prompt "<bos>1+2="
+limited_error "hidden_size: 10000000 in $SCRATCH/claim/config.json, but $SCRATCH/claim/model.safetensors holds model.embed_tokens.weight of shape [18, 128]" \
+  logprobs --model "$SCRATCH/claim" --input "$SCRATCH/sequences.json" --out "$SCRATCH/logprobs.json"
 
 # New models: past the per-key bounds (4096 layers, sizes up to 2^31-1) nothing bounds their dimensions but
 # the machine's memory. 4096 layers of hidden 65536 need over 100 TiB: refused on any machine.
