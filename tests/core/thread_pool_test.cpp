@@ -34,6 +34,16 @@ int team_size() {
   return team;
 }
 
+// The first core of `cores` alone: the affinity a binding launcher may give a rank.
+cpu_set_t first_core_of(const cpu_set_t& cores) {
+  int first = 0;
+  while (!CPU_ISSET(first, &cores)) ++first;
+  cpu_set_t just_one;
+  CPU_ZERO(&just_one);
+  CPU_SET(first, &just_one);
+  return just_one;
+}
+
 TEST(ThreadPool, SetsTheOpenMpPoolSize) {
   const OmpThreadsGuard guard;
   const ThreadPool one(1, "test.num_threads");
@@ -101,11 +111,7 @@ TEST(ThreadPool, CapsAtTheCoresNamingWhereTheCountCameFrom) {
   // On one core (the affinity a binding launcher may give) the cap is 1, whatever the machine.
   cpu_set_t saved;
   ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
-  int first = 0;
-  while (!CPU_ISSET(first, &saved)) ++first;
-  cpu_set_t just_one;
-  CPU_ZERO(&just_one);
-  CPU_SET(first, &just_one);
+  const cpu_set_t just_one = first_core_of(saved);
   ASSERT_EQ(sched_setaffinity(0, sizeof(just_one), &just_one), 0);
   setenv("OMP_NUM_THREADS", "64", 1);
   ::testing::internal::CaptureStderr();
@@ -127,11 +133,7 @@ TEST(ThreadPool, NumCoresFollowsTheAffinityMask) {
   cpu_set_t saved;
   ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
   EXPECT_EQ(num_cores(), CPU_COUNT(&saved));
-  int first = 0;
-  while (!CPU_ISSET(first, &saved)) ++first;
-  cpu_set_t just_one;
-  CPU_ZERO(&just_one);
-  CPU_SET(first, &just_one);
+  const cpu_set_t just_one = first_core_of(saved);
   ASSERT_EQ(sched_setaffinity(0, sizeof(just_one), &just_one), 0);
   const int bound = num_cores();
   ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
