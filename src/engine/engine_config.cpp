@@ -12,8 +12,8 @@ void EngineConfig::validate() const {
   auto single = [](const char* key, const char* parallelism, int64_t value) {
     if (value < 1) throw ConfigError(key, fmt::format("must be >= 1, got {}", value));
     if (value != 1)
-      throw ConfigError(key, fmt::format("{}: {} parallelism is not supported yet (only 1; tensor and data "
-                                         "parallel are)", value, parallelism));
+      throw ConfigError(key, fmt::format("{}: {} parallelism is not supported yet (only 1; tensor, pipeline "
+                                         "and data parallel are)", value, parallelism));
   };
   if (tensor_model_parallel_size < 1)
     throw ConfigError("tensor_model_parallel_size", fmt::format("must be >= 1, got {}", tensor_model_parallel_size));
@@ -22,7 +22,25 @@ void EngineConfig::validate() const {
                       fmt::format("must be >= 1, got {}", make_vocab_size_divisible_by));
   if (sequence_parallel && tensor_model_parallel_size == 1)
     throw ConfigError("sequence_parallel", "true needs tensor_model_parallel_size > 1 (it splits the sequence over TP)");
-  single("pipeline_model_parallel_size", "pipeline", pipeline_model_parallel_size);
+  if (pipeline_model_parallel_size < 1)
+    throw ConfigError("pipeline_model_parallel_size", fmt::format("must be >= 1, got {}", pipeline_model_parallel_size));
+  pipeline_split.validate();
+  // What needs no layer count is refused here, at read time; make_pipeline_split checks the rest against the
+  // model (pipeline_layout()).
+  if (pipeline_split.virtual_pipeline_model_parallel_size.value_or(1) > 1 && pipeline_model_parallel_size == 1)
+    throw ConfigError("virtual_pipeline_model_parallel_size",
+                      fmt::format("{} needs pipeline_model_parallel_size > 1 (virtual stages interleave the stages "
+                                  "of a pipeline)", *pipeline_split.virtual_pipeline_model_parallel_size));
+  if (microbatch_group_size_per_vp_stage) {
+    if (pipeline_split.virtual_pipeline_model_parallel_size.value_or(1) == 1)
+      throw ConfigError("microbatch_group_size_per_vp_stage",
+                        "is set but virtual_pipeline_model_parallel_size is not > 1 (it groups the micro-batches of "
+                        "the interleaved schedule only)");
+    if (*microbatch_group_size_per_vp_stage < pipeline_model_parallel_size)
+      throw ConfigError("microbatch_group_size_per_vp_stage",
+                        fmt::format("{} is below pipeline_model_parallel_size = {} (Megatron needs P <= N)",
+                                    *microbatch_group_size_per_vp_stage, pipeline_model_parallel_size));
+  }
   single("context_parallel_size", "context", context_parallel_size);
   single("expert_model_parallel_size", "expert", expert_model_parallel_size);
   if (bucket_size && *bucket_size < 1)
@@ -32,6 +50,10 @@ void EngineConfig::validate() const {
     throw ConfigError("overlap_param_gather",
                       "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
   compute_dtype();
+}
+
+model::PipelineSplit EngineConfig::pipeline_layout(int64_t num_hidden_layers) const {
+  return model::make_pipeline_split(pipeline_split, num_hidden_layers, pipeline_model_parallel_size);
 }
 
 DType EngineConfig::compute_dtype() const {

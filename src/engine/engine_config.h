@@ -1,8 +1,9 @@
 // EngineConfig: verl's `megatron:` block (verl.md §3; the same type the RL config reads under
-// actor_rollout_ref.actor.megatron). Tensor and data parallel run at any size the ranks provide; pipeline,
-// context and expert parallel sizes other than 1 are accepted by the schema and rejected by
-// validate() until they land, so a config written for them fails loudly rather than silently
-// running without them. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
+// actor_rollout_ref.actor.megatron). Tensor, pipeline (with virtual stages) and data parallel run at any
+// size the ranks provide; context and expert parallel sizes other than 1 are accepted by the schema and
+// rejected by validate() until they land, so a config written for them fails loudly rather than silently
+// running without them. The pipeline's layer-split keys (model/pipeline_split.h) sit in the same block, as
+// Megatron's and MindSpeed's flags do beside --pipeline-model-parallel-size. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
 // change nothing, and the engine says so in a warning.
 // check_for_nan_in_loss_and_grad is Megatron's key (on by default there too); nan_policy is rlforge's: what a
 // non-finite loss or gradient does, stop the run (Megatron's behaviour) or skip that optimizer step (what
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "model/pipeline_split.h"
 
 namespace rf::engine {
 
@@ -29,6 +31,8 @@ struct EngineConfig {
   int64_t tensor_model_parallel_size = 1;
   int64_t make_vocab_size_divisible_by = 128;
   int64_t pipeline_model_parallel_size = 1;
+  model::PipelineSplitConfig pipeline_split;
+  std::optional<int64_t> microbatch_group_size_per_vp_stage;  // null: pipeline_model_parallel_size
   int64_t context_parallel_size = 1;
   int64_t expert_model_parallel_size = 1;
   bool sequence_parallel = false;
@@ -48,7 +52,12 @@ struct EngineConfig {
   template <class Fields>
   void fields(Fields& f) {
     f("tensor_model_parallel_size", tensor_model_parallel_size, "TP size");
-    f("pipeline_model_parallel_size", pipeline_model_parallel_size, "PP size");
+    f("pipeline_model_parallel_size", pipeline_model_parallel_size,
+      "PP size: the decoder layers split over this many stages, run with 1F1B (interleaved with virtual stages)");
+    pipeline_split.fields(f);
+    f("microbatch_group_size_per_vp_stage", microbatch_group_size_per_vp_stage,
+      "interleaved 1F1B: micro-batches run through one virtual stage before the next (null: "
+      "pipeline_model_parallel_size); needs pipeline_model_parallel_size <= it <= the micro-batches of a pass");
     f("context_parallel_size", context_parallel_size, "CP size");
     f("expert_model_parallel_size", expert_model_parallel_size, "EP size");
     f("make_vocab_size_divisible_by", make_vocab_size_divisible_by,
@@ -83,6 +92,10 @@ struct EngineConfig {
   }
   void validate() const;
   DType compute_dtype() const;
+  // The layer split of a model of `num_hidden_layers` layers over the pipeline (one stage at PP 1):
+  // ConfigError naming the key for a split that does not fit the model.
+  model::PipelineSplit pipeline_layout(int64_t num_hidden_layers) const;
+  int64_t virtual_pipeline_size() const { return pipeline_split.virtual_pipeline_model_parallel_size.value_or(1); }
   // A non-finite step is skipped and the run goes on: its trainer logs <role>/skipped_steps.
   bool skips_non_finite_steps() const { return check_for_nan_in_loss_and_grad && nan_policy == NanPolicy::skip_step; }
 };
