@@ -20,7 +20,8 @@ rf_add_fuzz_test(config_fuzz_yaml LABEL config SECONDS 5
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/config/fuzz_config.cpp
           ${src}/config/bind.cpp ${src}/config/config_tree.cpp ${src}/config/suggest.cpp
           ${src}/config/yaml_checks.cpp ${src}/config/yaml_json.cpp ${src}/config/yaml_util.cpp
-          ${src}/optim/optim_config.cpp ${src}/engine/engine_config.cpp ${src}/data/data_config.cpp
+          ${src}/optim/optim_config.cpp ${src}/engine/engine_config.cpp ${src}/model/pipeline_split.cpp
+          ${src}/data/data_config.cpp
           ${src}/core/dtype.cpp ${src}/core/error.cpp ${src}/core/input_file.cpp
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/config/fuzz_corpus_config
   LIBS yaml-cpp)

@@ -25,27 +25,28 @@ void add_entry_range(const model::ParamEntry& e, int64_t begin, TensorView memor
   }
 }
 
-bool skipped(const model::ParamEntry& e, TpReplicas replicas) {
-  return replicas == TpReplicas::skip && e.split == model::TpSplit::replicated;
+bool skipped(const model::ParamEntry& e, Held held) {
+  if (held == Held::all) return false;
+  return e.pipeline_copy || (held == Held::saved_by_other_tp_rank && e.split == model::TpSplit::replicated);
 }
 
 }  // namespace
 
 std::vector<checkpoint::ShardedTensor> param_shards(const model::ParamLayout& layout, TensorView flat,
-                                                    const std::string& prefix, TpReplicas replicas) {
+                                                    const std::string& prefix, Held held) {
   std::vector<checkpoint::ShardedTensor> shards;
   for (const model::ParamEntry& e : layout.entries())
-    if (!skipped(e, replicas)) add_entry_range(e, 0, flat.slice(0, e.offset, e.shape.numel()), prefix, shards);
+    if (!skipped(e, held)) add_entry_range(e, 0, flat.slice(0, e.offset, e.shape.numel()), prefix, shards);
   return shards;
 }
 
 std::vector<checkpoint::ShardedTensor> optimizer_shards(const model::ParamLayout& layout,
                                                         const optim::BucketPlan& plan, TensorView shard_state,
-                                                        const std::string& prefix, TpReplicas replicas) {
+                                                        const std::string& prefix, Held held) {
   std::vector<checkpoint::ShardedTensor> shards;
   for (const optim::ShardFragment& f : plan.fragments()) {
     const model::ParamEntry& e = layout.entries()[f.entry];
-    if (!skipped(e, replicas))
+    if (!skipped(e, held))
       add_entry_range(e, f.flat_offset - e.offset, shard_state.slice(0, f.shard_offset, f.numel), prefix, shards);
   }
   return shards;

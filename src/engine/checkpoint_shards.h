@@ -8,7 +8,8 @@
 // a run saved at TP2 x DP2 with the distributed optimizer loads at TP1 without it, and the reverse.
 //
 // Saving writes each element once: the parameters from DP rank 0 only, those TP replicates (norms,
-// biases of row-parallel layers) from TP rank 0 only; loading reads everything a rank holds.
+// biases of row-parallel layers) from TP rank 0 only, the tied embedding from the first pipeline stage only (the
+// last stage's copy is equal: param_layout.h); loading reads everything a rank holds, the copy included.
 #pragma once
 
 #include <string>
@@ -20,15 +21,16 @@
 
 namespace rf::engine {
 
-enum class TpReplicas : uint8_t { include, skip };
+// Which of the parameters a rank holds a list names: all of them (loading), or those this rank saves.
+enum class Held : uint8_t { all, saved_by_tp_rank0, saved_by_other_tp_rank };
 
 // The parameters laid out by `layout` in `flat` (this TP rank's shards), named prefix + HF name.
 std::vector<checkpoint::ShardedTensor> param_shards(const model::ParamLayout& layout, TensorView flat,
-                                                    const std::string& prefix, TpReplicas replicas);
+                                                    const std::string& prefix, Held held);
 
 // State laid out like this rank's optimizer shard of `plan` (Adam moments), named prefix + HF name.
 std::vector<checkpoint::ShardedTensor> optimizer_shards(const model::ParamLayout& layout,
                                                         const optim::BucketPlan& plan, TensorView shard_state,
-                                                        const std::string& prefix, TpReplicas replicas);
+                                                        const std::string& prefix, Held held);
 
 }  // namespace rf::engine

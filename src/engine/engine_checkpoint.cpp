@@ -10,9 +10,11 @@
 namespace rf::engine {
 namespace {
 
-// "model" on one rank; "model-tp1", "optimizer-tp0-dp3", ... when several ranks each write a part.
-std::string file_stem(const char* what, const dist::ProcessGroup& tp, const dist::ProcessGroup* dp) {
+// "model" on one rank; "model-tp1", "optimizer-pp1-tp0-dp3", ... when several ranks each write a part.
+std::string file_stem(const char* what, const dist::ProcessGroup& pp, const dist::ProcessGroup& tp,
+                      const dist::ProcessGroup* dp) {
   std::string stem = what;
+  if (pp.size() > 1) stem += fmt::format("-pp{}", pp.rank());
   if (tp.size() > 1) stem += fmt::format("-tp{}", tp.rank());
   if (dp && dp->size() > 1) stem += fmt::format("-dp{}", dp->rank());
   return stem;
@@ -62,15 +64,15 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
                                        std::pair{optimizer_.exp_avg_sq(), "exp_avg_sq."}})
     refuse_non_finite(fragment_parts(bucket_plan_, moment, FragmentIn::shard), layout, prefix, parallel_.role(), what);
   const bool first_dp = parallel_.dp().rank() == 0;
-  const TpReplicas replicas = parallel_.tp().rank() == 0 ? TpReplicas::include : TpReplicas::skip;
-  if (first_dp) add_nonempty(writer, component, file_stem("model", parallel_.tp(), nullptr),
+  const Held replicas = parallel_.tp().rank() == 0 ? Held::saved_by_tp_rank0 : Held::saved_by_other_tp_rank;
+  if (first_dp) add_nonempty(writer, component, file_stem("model", parallel_.pp(), parallel_.tp(), nullptr),
                              param_shards(layout, master_.flat(), "", replicas));
   if (first_dp || bucket_plan_.sharded()) {
     const dist::ProcessGroup* dp = bucket_plan_.sharded() ? &parallel_.dp() : nullptr;
     auto moments = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", replicas);
     const auto second = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", replicas);
     moments.insert(moments.end(), second.begin(), second.end());
-    add_nonempty(writer, component, file_stem("optimizer", parallel_.tp(), dp), moments);
+    add_nonempty(writer, component, file_stem("optimizer", parallel_.pp(), parallel_.tp(), dp), moments);
   }
   if (parallel_.role().rank() == 0) {
     const dist::RankLayout& ranks = parallel_.layout();
@@ -81,6 +83,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
                                    {"model_config", model_config_.to_json()},
                                    // For people reading the folder: any layout loads it.
                                    {"saved_by", {{"tensor_model_parallel_size", parallel_.tp().size()},
+                                                 {"pipeline_model_parallel_size", parallel_.pp().size()},
                                                  {"data_parallel_size", parallel_.dp().size()},
                                                  {"use_distributed_optimizer", bucket_plan_.sharded()},
                                                  {"world_size", ranks.dims().world_size}}}});
@@ -91,10 +94,10 @@ void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, co
   onload_for(OffloadSet::all());  // it writes every part (the gradients are zeroed)
   complete_param_gather(master_.layout().total_numel());  // nothing may land on the loaded weights later
   const model::ParamLayout& layout = master_.layout();
-  const auto params = param_shards(layout, master_.flat(), "", TpReplicas::include);
-  const auto exp_avg = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", TpReplicas::include);
+  const auto params = param_shards(layout, master_.flat(), "", Held::all);
+  const auto exp_avg = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", Held::all);
   const auto exp_avg_sq =
-      optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", TpReplicas::include);
+      optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", Held::all);
   // Everything is checked before anything is read, so a refused checkpoint leaves the engine as it was.
   const nlohmann::json state = reader.read_json(component, "engine_state");
   try {

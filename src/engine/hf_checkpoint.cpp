@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "engine/non_finite_check.h"
 #include "model/hf_weights.h"
-#include "model/tp_gather.h"
+#include "engine/whole_weights.h"
 
 namespace rf::engine {
 namespace {
@@ -29,29 +29,26 @@ nlohmann::json read_json_text(const std::string& path) {
   }
 }
 
-// Each weight of `params` as one whole shard in its stored dtype; converted or gathered copies are kept
-// in `owned`. With TP every rank of `tp` gathers each weight (a collective) and `keep` says whether
-// this rank also keeps it.
+// Each weight of `params` (this rank's part of a model of folder.config) whole, in its stored dtype; converted or
+// gathered copies are kept in `owned`. Collective over the TP and pipeline groups (whole_weights.h); `keep` says
+// whether this rank keeps them.
 std::vector<checkpoint::ShardedTensor> in_stored_dtypes(const model::HfModelFolder& folder,
-                                                        const model::ParamStore& params, dist::ProcessGroup& tp,
-                                                        bool keep, std::vector<Tensor>& owned) {
+                                                        const model::ParamStore& params,
+                                                        const dist::ParallelContext& parallel, bool keep,
+                                                        std::vector<Tensor>& owned) {
   std::vector<checkpoint::ShardedTensor> shards;
-  owned.reserve(2 * params.layout().entries().size());
-  for (const model::ParamEntry& e : params.layout().entries()) {
-    TensorView weight = params.get(e.name);
-    if (tp.size() > 1) {
-      Tensor whole = model::gather_tp_tensor(e, weight, tp);
-      if (!keep) continue;
-      owned.push_back(std::move(whole));
-      weight = owned.back().view();
-    }
-    const DType stored = folder.weight_dtypes.at(e.name);
-    if (stored != weight.dtype()) {
+  owned.reserve(2 * model::ParamLayout::for_model(folder.config).entries().size());
+  // The sink's tensor lives only during its call, unless it is the store's own (TP 1 and PP 1).
+  const bool store_itself = parallel.tp().size() == 1 && parallel.pp().size() == 1;
+  for_each_whole_weight(params, folder.config, parallel, [&](const std::string& name, TensorView weight) {
+    if (!keep) return;
+    const DType stored = folder.weight_dtypes.at(name);
+    if (stored != weight.dtype() || !store_itself) {
       owned.push_back(clone(weight, stored));
       weight = owned.back().view();
     }
-    shards.push_back(checkpoint::whole_tensor(e.name, weight));
-  }
+    shards.push_back(checkpoint::whole_tensor(name, weight));
+  });
   return shards;
 }
 
@@ -99,8 +96,8 @@ void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& ta
   if (dtype) folder.set_dtype(*dtype);
 
   std::vector<Tensor> owned;
-  dist::SingleProcessGroup one_rank("tp");
-  refuse_non_finite(entry_parts(params.layout(), params.flat()), params.layout(), "", one_rank,
+  const dist::ParallelContext one_rank = dist::ParallelContext::single_process();
+  refuse_non_finite(entry_parts(params.layout(), params.flat()), params.layout(), "", one_rank.role(),
                     fmt::format("converting {} to {}/global_step_{}", hf_dir, target.root, target.step));
   checkpoint::CheckpointWriter writer(target.root, target.step);
   writer.add_tensors(kWeightsComponent, "model", in_stored_dtypes(folder, params, one_rank, true, owned));
@@ -116,7 +113,7 @@ void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFol
   if (parallel.dp().rank() != 0) return;  // the other DP replicas hold the same weights
   const bool writes = parallel.role().rank() == 0;
   std::vector<Tensor> owned;
-  const auto shards = in_stored_dtypes(folder, params, parallel.tp(), writes, owned);
+  const auto shards = in_stored_dtypes(folder, params, parallel, writes, owned);
   if (!writes) return;
   writer.add_tensors(component, "model", shards);
   add_hf_folder_record(writer, folder, component);

@@ -43,10 +43,11 @@ CheckpointStep locate_checkpoint_step(const std::string& path);
 void hf_folder_to_checkpoint(const std::string& hf_dir, const CheckpointStep& target, std::optional<DType> dtype);
 
 // Writes `folder`'s record (config.json, side files, hf_folder) and the weights of `params` (this
-// rank's TP shards of a model of folder.config), each in its stored dtype, as the step's `component`
-// (huggingface/: the step's model; an RL step's critic goes to critic_huggingface/). Collective over the
-// engine's ranks: the first DP replica gathers each weight over TP and rank 0 of `parallel` writes them
-// whole, so the component is a Hugging Face folder at any layout. Weights holding a NaN or Inf on any
+// rank's TP shards of its pipeline stage's part of a model of folder.config), each in its stored dtype, as the
+// step's `component` (huggingface/: the step's model; an RL step's critic goes to critic_huggingface/).
+// Collective over the engine's ranks: the first DP replica gathers each weight over TP and PP
+// (whole_weights.h) and rank 0 of `parallel` writes them whole, so the component is a Hugging Face folder at
+// any layout. Weights holding a NaN or Inf on any
 // rank are refused, naming the tensor, before anything is written (as by hf_folder_to_checkpoint).
 void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFolder& folder,
                    const model::ParamStore& params, const dist::ParallelContext& parallel,

@@ -68,13 +68,14 @@ std::vector<EntryPart> fragment_parts(const optim::BucketPlan& plan, TensorView 
   return parts;
 }
 
-std::optional<size_t> non_finite_entry(std::span<const EntryPart> parts, dist::ProcessGroup& group, EntryOrder order) {
-  // -1: none. Entries count up in layout order; backward order takes the largest.
+std::optional<std::string> non_finite_parameter(std::span<const EntryPart> parts, const model::ParamLayout& layout,
+                                                dist::ProcessGroup& group, EntryOrder order) {
+  // Ranked by the whole model's order (ParamEntry::stream), which every pipeline stage shares; -1: none.
   double found = -1;
   for (const EntryPart& part : parts) {
-    const double entry = double(part.entry);
-    const bool better = found < 0 || (order == EntryOrder::layout ? entry < found : entry > found);
-    if (better && !all_finite(part.values)) found = entry;
+    const double stream = double(layout.entries()[part.entry].stream);
+    const bool better = found < 0 || (order == EntryOrder::layout ? stream < found : stream > found);
+    if (better && !all_finite(part.values)) found = stream;
   }
   if (order == EntryOrder::layout) {
     constexpr double kNone = std::numeric_limits<double>::max();
@@ -84,7 +85,13 @@ std::optional<size_t> non_finite_entry(std::span<const EntryPart> parts, dist::P
     found = group.all_reduce_scalar(found, dist::ReduceOp::max);
     if (found < 0) return std::nullopt;
   }
-  return size_t(found);
+  // The ranks that hold it name it (another pipeline stage may be the one).
+  std::string name;
+  for (const model::ParamEntry& e : layout.entries())
+    if (double(e.stream) == found) name = e.name;
+  for (const std::string& named : dist::all_gather_texts(group, name))
+    if (!named.empty()) return named;
+  return std::nullopt;
 }
 
 std::string describe_non_finite_step(const MicroBatchFindings& findings, double grad_norm,
@@ -101,18 +108,18 @@ std::string describe_non_finite_step(const MicroBatchFindings& findings, double 
   if (found.empty()) found = shared_text(local_lead, parallel);
   if (found.empty()) found = "every loss, output and backward of the micro-batches is finite";
   found += fmt::format("; gradient norm {}", shown(grad_norm));
-  if (const std::optional<size_t> entry = non_finite_entry(grads, parallel.role(), EntryOrder::backward))
-    found += fmt::format(", first non-finite gradient in backward order: {}", layout.entries()[*entry].name);
+  if (const std::optional<std::string> name = non_finite_parameter(grads, layout, parallel.role(), EntryOrder::backward))
+    found += fmt::format(", first non-finite gradient in backward order: {}", *name);
   return found;
 }
 
 void refuse_non_finite(std::span<const EntryPart> parts, const model::ParamLayout& layout, const std::string& prefix,
                        dist::ProcessGroup& group, const std::string& what) {
-  const std::optional<size_t> entry = non_finite_entry(parts, group, EntryOrder::layout);
-  if (!entry) return;
+  const std::optional<std::string> name = non_finite_parameter(parts, layout, group, EntryOrder::layout);
+  if (!name) return;
   throw Error(fmt::format("[{}] {}: refused: {}{} holds NaN or Inf values, and no checkpoint or export of "
                           "non-finite weights is written",
-                          core::rank_label(), what, prefix, layout.entries()[*entry].name));
+                          core::rank_label(), what, prefix, *name));
 }
 
 }  // namespace rf::engine

@@ -63,10 +63,12 @@ std::vector<EntryPart> entry_parts(const model::ParamLayout& layout, TensorView 
 enum class FragmentIn : uint8_t { flat, shard };
 std::vector<EntryPart> fragment_parts(const optim::BucketPlan& plan, TensorView values, FragmentIn where);
 
-// Collective over `group`: the first entry whose part holds a NaN or Inf on any rank, the same on every
-// rank, in layout order or in backward order (the reverse).
+// Collective over `group`: the HF name of the first parameter whose part holds a NaN or Inf on any rank, the
+// same on every rank, in the whole model's layout order or in backward order (the reverse), whichever pipeline
+// stage holds it. `parts` index `layout`'s entries.
 enum class EntryOrder : uint8_t { layout, backward };
-std::optional<size_t> non_finite_entry(std::span<const EntryPart> parts, dist::ProcessGroup& group, EntryOrder order);
+std::optional<std::string> non_finite_parameter(std::span<const EntryPart> parts, const model::ParamLayout& layout,
+                                                dist::ProcessGroup& group, EntryOrder order);
 
 // Collective over the role's ranks: one text, the same on every rank, naming what the step found: the
 // first micro-batch whose loss was not finite (else the first whose outputs were not), with its DP rank,

@@ -8,6 +8,8 @@
 #include "core/element_access.h"
 #include "core/log.h"
 #include "core/memory_budget.h"
+#include "dist/text_collectives.h"
+#include "engine/pipeline/pipeline_executor.h"
 #include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 #include "model/memory_estimate.h"
@@ -56,14 +58,6 @@ const model::ModelConfig& fitting(const model::ModelConfig& model_config, const 
   return model_config;
 }
 
-// The loss's gradient buffer of one model output, [capacity] f32, or none when the model lacks the output.
-Tensor output_grad_buffer(bool has_output, int64_t max_tokens, const dist::ParallelContext& parallel,
-                          MemoryTracker& tracker) {
-  if (!has_output) return Tensor();
-  return Tensor({padded_capacity(max_tokens, parallel)}, DType::f32,
-                {&tracker, MemoryTier::device, MemoryCategory::workspace});
-}
-
 TensorView first_tokens(TensorView t_N, int64_t N) { return t_N.empty() ? t_N : t_N.slice(0, 0, N); }
 
 // The outputs of a micro-batch's N tokens, from a run that sequence parallel may have padded.
@@ -81,8 +75,10 @@ model::OutputGrads first_tokens(const model::OutputGrads& run, int64_t N) {
 }
 
 // The first offset of each part CausalLm reports complete (index `layer` + 1: the embedding, layers
-// 0..L-1, then the final norm and lm_head). "Complete from this offset up" holds because the layout
-// orders the parts as backward reverses them; checked here, so a layout change cannot break it quietly.
+// 0..L-1, then the final norm and the head), -1 for the parts a pipeline stage does not hold. "Complete from
+// this offset up" holds because the layout orders the parts as backward reverses them (a stage's chunks
+// included: their last backwards run from the last chunk down); checked here, so a layout change cannot break
+// it quietly. Tied embeddings at PP > 1: the last stage's copy of the embedding sits first and is never reported.
 std::vector<int64_t> grads_ready_offsets(const model::ParamLayout& layout, int64_t num_layers) {
   const std::string layer_prefix = "model.layers.";
   auto part_of = [&](const std::string& name) -> int64_t {
@@ -99,9 +95,66 @@ std::vector<int64_t> grads_ready_offsets(const model::ParamLayout& layout, int64
     if (offsets[size_t(part)] < 0) offsets[size_t(part)] = e.offset;
     previous = part;
   }
-  for (size_t part = 0; part < offsets.size(); ++part)
-    RF_CHECK(offsets[part] >= 0, "gradient buckets: no parameter of part {} (embedding, layers, head)", part);
   return offsets;
+}
+
+// The buckets' possible boundaries: where each part the stage holds starts.
+std::vector<int64_t> part_boundaries(const std::vector<int64_t>& offsets) {
+  std::vector<int64_t> boundaries;
+  for (int64_t offset : offsets)
+    if (offset >= 0) boundaries.push_back(offset);
+  return boundaries;
+}
+
+// Where the parts after part `part` start: the end of what a forward reading part `part` needs.
+int64_t end_of_part(const std::vector<int64_t>& offsets, size_t part, int64_t total) {
+  for (size_t next = part + 1; next < offsets.size(); ++next)
+    if (offsets[next] >= 0) return offsets[next];
+  return total;
+}
+
+// The layer split over the engine's pipeline group, checked against its size.
+model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::ModelConfig& model_config,
+                                       const dist::ParallelContext& parallel) {
+  if (config.pipeline_model_parallel_size != parallel.pp().size())
+    throw ConfigError("pipeline_model_parallel_size",
+                      fmt::format("{} but the engine's pipeline group has {} ranks",
+                                  config.pipeline_model_parallel_size, parallel.pp().size()));
+  return config.pipeline_layout(model_config.num_hidden_layers);
+}
+
+// What this rank's stage holds: its chunks' real layers, the embedding with the first chunk of the pipeline,
+// the head with the last.
+model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank) {
+  model::StageParts parts;
+  parts.embedding = split.chunk(pp_rank, 0).pre_process;
+  parts.head = split.chunk(pp_rank, split.vp_size - 1).post_process;
+  for (int64_t v = 0; v < split.vp_size; ++v)
+    for (int64_t layer : split.chunk(pp_rank, v).layers())
+      if (auto hf = split.hf_layer(layer)) parts.hf_layers.push_back(*hf);
+  return parts;
+}
+
+model::ModelSpan chunk_span(const model::PipelineSplit& split, int64_t pp_rank, int64_t vp_stage) {
+  const model::PipelineChunk& chunk = split.chunk(pp_rank, vp_stage);
+  model::ModelSpan span{{}, chunk.pre_process, chunk.post_process};
+  for (int64_t layer : chunk.layers())
+    if (auto hf = split.hf_layer(layer)) span.hf_layers.push_back(*hf);
+  return span;
+}
+
+// The most micro-batches each chunk holds between forward and backward in `actions` (1 when it holds none).
+std::vector<int64_t> slots_needed(const pipeline::StageActions& actions, int64_t num_chunks, ForwardOnly forward_only) {
+  std::vector<int64_t> in_flight(size_t(num_chunks), 0), most(size_t(num_chunks), 1);
+  for (const pipeline::PipelineAction& a : actions) {
+    if (a.kind == pipeline::ActionKind::forward && forward_only == ForwardOnly::no) {
+      int64_t& n = in_flight[size_t(a.chunk)];
+      most[size_t(a.chunk)] = std::max(most[size_t(a.chunk)], ++n);
+    } else if (a.kind == pipeline::ActionKind::backward) {
+      --in_flight[size_t(a.chunk)];
+    }
+  }
+  return most;
 }
 
 // Without overlap one bucket (Megatron's choice: nothing to overlap it with); sharded over DP with the
@@ -150,8 +203,10 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
 model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineConfig& config, int64_t tp_size,
                                       int64_t dp_size, int64_t max_tokens_per_micro_batch) {
   const DType compute = config.compute_dtype();
+  // A pipeline stage holds about 1/PP of the model (the largest at least that much).
+  const double pp = double(config.pipeline_model_parallel_size);
   const double f32 = double(dtype_size(DType::f32)), tp = double(tp_size);
-  const double params = model::count_parameters(c) / tp;
+  const double params = model::count_parameters(c) / tp / pp;
   model::MemoryEstimate estimate = model::weights_memory(c, DType::f32);
   estimate.params = params * (f32 + (compute == DType::f32 ? 0.0 : double(dtype_size(compute))));
   estimate.grads = params * f32;
@@ -164,7 +219,7 @@ model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineC
   const double per_token_layer = 4 * C + 2 * HD + 2 * KD + 3 * F + H + 2;
   const int64_t multiple = config.sequence_parallel ? tp_size : 1;
   const double tokens = double((max_tokens_per_micro_batch + multiple - 1) / multiple * multiple);
-  estimate.activations = double(c.num_hidden_layers) * tokens * per_token_layer * double(dtype_size(compute));
+  estimate.activations = double(c.num_hidden_layers) / pp * tokens * per_token_layer * double(dtype_size(compute));
   return estimate;
 }
 
@@ -176,47 +231,91 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       compute_dtype_(engine_config.compute_dtype()),
       kernels_(kernels),
       parallel_(parallel),
-      master_(model::ParamLayout::for_model(model_config, tp_shard_of(engine_config, parallel)), DType::f32,
-              {&tracker, MemoryTier::device, MemoryCategory::params}),
+      tracker_(tracker),
+      master_(model::ParamLayout::for_stage(model_config, tp_shard_of(engine_config, parallel),
+                                            stage_parts(pipeline_split_of(config_, model_config, parallel),
+                                                        parallel.pp().rank())),
+              DType::f32, {&tracker, MemoryTier::device, MemoryCategory::params}),
       compute_copy_(make_compute_copy(compute_dtype_, master_.layout(), tracker)),
       grads_(master_.layout(), DType::f32,
              {&tracker, MemoryTier::device, MemoryCategory::grads}),
       grads_ready_offsets_(grads_ready_offsets(master_.layout(), model_config.num_hidden_layers)),
-      bucket_plan_(make_bucket_plan(config_, master_.layout(), grads_ready_offsets_, parallel)),
+      bucket_plan_(make_bucket_plan(config_, master_.layout(), part_boundaries(grads_ready_offsets_), parallel)),
       shard_staging_(make_shard_staging(bucket_plan_, tracker)),
       grad_reducer_(bucket_plan_, grads_, parallel.dp(), shard_staging_, &tracker),
       param_gatherer_(bucket_plan_, shard_staging_, parallel.dp(), &tracker),
+      split_(pipeline_split_of(config_, model_config, parallel)),
       optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, bucket_plan_, kernels, parallel,
                  &tracker),
       scheduler_(optim_config),
-      dlogp_N_(output_grad_buffer(model_config.head == model::HeadKind::lm, max_tokens_per_micro_batch, parallel,
-                                  tracker)),
-      dentropy_N_(output_grad_buffer(model_config.head == model::HeadKind::lm, max_tokens_per_micro_batch, parallel,
-                                     tracker)),
-      dvalues_N_(output_grad_buffer(model_config.head != model::HeadKind::lm, max_tokens_per_micro_batch, parallel,
-                                    tracker)) {
+      max_tokens_(padded_capacity(max_tokens_per_micro_batch, parallel)) {
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
-  model_ = std::make_unique<model::CausalLm>(model_config_, compute_copy_ ? *compute_copy_ : master_, &grads_, kernels,
-                                             parallel, &tracker);
+  const model::ParamStore& weights = compute_copy_ ? *compute_copy_ : master_;
+  const int64_t pp_rank = parallel.pp().rank(), num_chunks = split_.vp_size;
+  for (int64_t v = 0; v < num_chunks; ++v) {
+    chunks_.push_back(std::make_unique<model::CausalLm>(model_config_, chunk_span(split_, pp_rank, v), weights,
+                                                        &grads_, kernels, parallel, &tracker));
+    chunks_.back()->reserve(max_tokens_);
+  }
+  chunk_grads_written_.assign(size_t(num_chunks), 0);
+  grad_sync_enabled_.assign(size_t(num_chunks), 0);
+  reserve_slots(std::vector<int64_t>(size_t(num_chunks), 1));
   params_offload_.add(master_.storage());
   if (compute_copy_) params_offload_.add(compute_copy_->storage());
   grads_offload_.add(grads_.storage());
   for (Tensor* state : optimizer_.state_tensors()) optimizer_offload_.add(*state);
-  model_->reserve(padded_capacity(max_tokens_per_micro_batch, parallel));
-  if (config_.overlap_grad_reduce && parallel.dp().size() > 1)
-    model_->set_grads_ready_hook([this](int64_t layer) {
-      if (reduce_in_backward_) grad_reducer_.grads_ready(grads_ready_offsets_[size_t(layer + 1)]);
-    });
-  if (config_.overlap_param_gather && bucket_plan_.sharded())
-    model_->set_params_needed_hook([this](int64_t layer) {
-      // Part layer + 1 (0: the embedding) ends where the next part starts; the head ends the buffer.
-      const size_t next = size_t(layer + 2);
-      complete_param_gather(next < grads_ready_offsets_.size() ? grads_ready_offsets_[next]
-                                                               : master_.layout().total_numel());
-    });
+  for (int64_t v = 0; v < num_chunks; ++v) {
+    model::CausalLm& chunk = *chunks_[size_t(v)];
+    if (config_.overlap_grad_reduce && parallel.dp().size() > 1)
+      chunk.set_grads_ready_hook([this, v](int64_t layer) {
+        if (!grad_sync_enabled_[size_t(v)]) return;
+        // The embedding's bucket waits for the embedding group's sum (reduce_gradients).
+        if (layer == -1 && sums_embedding_over_pipeline()) return;
+        grad_reducer_.grads_ready(grads_ready_offsets_[size_t(layer + 1)]);
+      });
+    if (config_.overlap_param_gather && bucket_plan_.sharded())
+      chunk.set_params_needed_hook([this](int64_t layer) {
+        complete_param_gather(end_of_part(grads_ready_offsets_, size_t(layer + 1), master_.layout().total_numel()));
+      });
+  }
+  if (parallel.role().rank() == 0 && split_.pp_size > 1) core::log_info("{}", split_.describe());
   warn_about_idle_keys(config_, parallel);
+}
+
+model::CausalLm& TrainEngine::model() {
+  RF_CHECK(chunks_.size() == 1 && chunks_[0]->span().is_whole(model_config_),
+           "the whole model is not on one rank: it is split over pipeline_model_parallel_size = {} stages",
+           split_.pp_size);
+  onload_for({.params = true});
+  return *chunks_[0];
+}
+
+void TrainEngine::reserve_slots(const std::vector<int64_t>& slots_per_chunk) {
+  for (size_t v = 0; v < chunks_.size(); ++v) chunks_[v]->reserve_slots(slots_per_chunk[v]);
+  const model::CausalLm& last = *chunks_.back();
+  if (!last.span().post_process) return;
+  const TensorAccount account{&tracker_, MemoryTier::device, MemoryCategory::workspace};
+  const bool lm = model_config_.head == model::HeadKind::lm;
+  while (int64_t(output_grads_.size()) < last.num_slots()) {
+    OutputGradSlot& slot = output_grads_.emplace_back();
+    if (lm) {
+      slot.dlogp_N = Tensor({max_tokens_}, DType::f32, account);
+      slot.dentropy_N = Tensor({max_tokens_}, DType::f32, account);
+    } else {
+      slot.dvalues_N = Tensor({max_tokens_}, DType::f32, account);
+    }
+  }
+}
+
+bool TrainEngine::sums_embedding_over_pipeline() const {
+  return split_.pp_size > 1 && model_config_.head == model::HeadKind::lm && model_config_.tie_word_embeddings &&
+         master_.layout().holds_embedding();
+}
+
+void TrainEngine::sum_embedding_grads() {
+  parallel_.group(dist::GroupKind::embedding).all_reduce(grads_.get("model.embed_tokens.weight"), dist::ReduceOp::sum);
 }
 
 void TrainEngine::offload(OffloadSet parts) {
@@ -229,7 +328,8 @@ void TrainEngine::offload(OffloadSet parts) {
     grads_offload_.offload(grads_zeroed_ ? OffloadContents::discard : OffloadContents::keep);
   }
   if (parts.optimizer) optimizer_offload_.offload(OffloadContents::keep);
-  if (parts.activations) model_->set_activations_resident(false);
+  if (parts.activations)
+    for (auto& chunk : chunks_) chunk->set_activations_resident(false);
 }
 
 void TrainEngine::onload(OffloadSet parts) { onload_for(parts); }
@@ -238,28 +338,21 @@ void TrainEngine::onload_for(OffloadSet needed) const {
   if (needed.params) params_offload_.onload();
   if (needed.grads) grads_offload_.onload();
   if (needed.optimizer) optimizer_offload_.onload();
-  if (needed.activations) model_->set_activations_resident(true);
+  if (needed.activations)
+    for (auto& chunk : chunks_) chunk->set_activations_resident(true);
 }
 
 OffloadSet TrainEngine::offloaded() const {
   return {.params = params_offload_.offloaded(),
           .grads = grads_offload_.offloaded(),
           .optimizer = optimizer_offload_.offloaded(),
-          .activations = !model_->activations_resident()};
+          .activations = !chunks_[0]->activations_resident()};
 }
 
 void TrainEngine::export_weights(const WeightSink& sink) const {
   onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
-  for (const model::ParamEntry& e : master_.layout().entries()) {
-    const TensorView shard = master_.get(e.name);
-    if (parallel_.tp().size() == 1) {
-      sink(e.name, shard);
-      continue;
-    }
-    const Tensor full = model::gather_tp_tensor(e, shard, parallel_.tp());
-    sink(e.name, full);
-  }
+  for_each_whole_weight(master_, model_config_, parallel_, sink);
 }
 
 void TrainEngine::complete_param_gather(int64_t end) const {
@@ -294,16 +387,15 @@ void TrainEngine::load_hf_backbone(const std::string& model_dir, uint64_t seed) 
   sync_compute_weights();
 }
 
-model::OutputGrads TrainEngine::zeroed_output_grads(int64_t N, model::EntropyOutput entropy) {
+model::OutputGrads TrainEngine::output_grads(int64_t slot, int64_t N, model::EntropyOutput entropy) {
+  OutputGradSlot& buffers = output_grads_.at(size_t(slot));
   model::OutputGrads grads;
   if (model_config_.head == model::HeadKind::lm) {
-    grads.dlogp_N = dlogp_N_.view().slice(0, 0, N);
-    if (entropy == model::EntropyOutput::compute) grads.dentropy_N = dentropy_N_.view().slice(0, 0, N);
+    grads.dlogp_N = buffers.dlogp_N.view().slice(0, 0, N);
+    if (entropy == model::EntropyOutput::compute) grads.dentropy_N = buffers.dentropy_N.view().slice(0, 0, N);
   } else {
-    grads.dvalues_N = dvalues_N_.view().slice(0, 0, N);
+    grads.dvalues_N = buffers.dvalues_N.view().slice(0, 0, N);
   }
-  for (TensorView grad : {grads.dlogp_N, grads.dentropy_N, grads.dvalues_N})
-    if (!grad.empty()) fill_zero(grad);
   return grads;
 }
 
@@ -333,9 +425,10 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
            "forward_backward: this step's gradients are already reduced over the ranks; call optimizer_step "
            "before the next backward");
   onload_for({.params = true, .grads = forward_only == ForwardOnly::no, .activations = true});
+  const int64_t M = int64_t(micro_batches.size());
   LossContext context;
   context.dp_size = parallel_.dp().size();
-  context.num_microbatches = int64_t(micro_batches.size());
+  context.num_microbatches = M;
   for (const TensorMap& mb : micro_batches) {
     const TensorView mask = mb.get("loss_mask");
     for (int64_t n = 0; n < mask.numel(); ++n) context.global_num_tokens += load_f64(mask, n) != 0.0;
@@ -347,55 +440,160 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   ForwardBackwardResult result;
   // Each DP rank's micro-batches contribute their share of the globally normalised loss. Summed before
   // the last backward, so that only the gradients' reduction runs between it and reduce_gradients; a
-  // rank without micro-batches still joins the sum, before any bucket's collective as everywhere.
+  // rank without micro-batches still joins the sum, before any bucket's collective as everywhere. Only the
+  // last pipeline stage has a loss (its DP peers are last stages too).
   auto sum_loss_over_dp = [&] {
     result.loss = parallel_.dp().all_reduce_scalar(result.loss, dist::ReduceOp::sum);
   };
-  if (micro_batches.empty()) sum_loss_over_dp();
-  for (const TensorMap& mb : micro_batches) {
+  if (M == 0) {
+    sum_loss_over_dp();
+    return result;
+  }
+  const pipeline::PipelinePass pass =
+      forward_only == ForwardOnly::yes ? pipeline::PipelinePass::forward_only : pipeline::PipelinePass::forward_backward;
+  const pipeline::ScheduleShape shape{.num_stages = split_.pp_size,
+                                      .num_chunks = split_.vp_size,
+                                      .num_microbatches = M,
+                                      .microbatch_group_size = config_.microbatch_group_size_per_vp_stage.value_or(0),
+                                      .pass = pass};
+  const int64_t stage = parallel_.pp().rank();
+  const pipeline::StageActions actions = pipeline::make_pipeline_schedule(shape).stages[size_t(stage)];
+  reserve_slots(slots_needed(actions, split_.vp_size, forward_only));
+
+  // Every micro-batch's inputs, alive until the schedule ends (sequence parallel may pad them).
+  std::vector<std::optional<model::PackedSequences>> padded(static_cast<size_t>(M));
+  std::vector<model::ModelInputs> inputs;
+  for (int64_t i = 0; i < M; ++i) inputs.push_back(micro_batch_inputs(micro_batches[size_t(i)], temperature, parallel_, padded[size_t(i)]));
+  // Free activation slots per chunk, and the slot each micro-batch in flight holds.
+  std::vector<std::vector<int64_t>> free_slots(chunks_.size());
+  for (size_t v = 0; v < chunks_.size(); ++v)
+    for (int64_t k = chunks_[v]->num_slots(); k-- > 0;) free_slots[v].push_back(k);
+  std::map<std::pair<int64_t, int64_t>, int64_t> slot_of;
+  std::vector<double> micro_batch_loss(size_t(M), 0.0);
+  std::vector<std::string> output_lead(static_cast<size_t>(M));
+  if (forward_only == ForwardOnly::yes) result.outputs.resize(size_t(M));
+
+  pipeline::StageWork work;
+  work.transfer_dtype = compute_dtype_;
+  work.transfer_shape = [&](int64_t i) {
+    const int64_t N = inputs[size_t(i)].seq_len;
+    return Shape{parallel_.sequence_parallel() ? N / parallel_.tp().size() : N, model_config_.hidden_size};
+  };
+  work.forward = [&](int64_t i, int64_t v, TensorView input) -> TensorView {
+    model::CausalLm& chunk = *chunks_[size_t(v)];
+    const TensorMap& mb = micro_batches[size_t(i)];
     const int64_t N = mb.num_tokens();
-    // Sequence parallel needs N to divide over TP: a padding document, whose outputs the loss never sees.
-    std::optional<model::PackedSequences> padded;
-    const model::ModelInputs inputs = micro_batch_inputs(mb, temperature, parallel_, padded);
-    const int64_t N_run = inputs.seq_len;
-    const model::ModelOutputs out = first_tokens(model_->forward(inputs, entropy), N);
-    const model::OutputGrads grads = zeroed_output_grads(N_run, entropy);
-    const model::OutputGrads loss_grads = first_tokens(grads, N);
+    const int64_t slot = free_slots[size_t(v)].back();
+    free_slots[size_t(v)].pop_back();
+    model::ModelInputs in = inputs[size_t(i)];
+    in.hidden_NC = input;
+    const model::ModelOutputs run = chunk.forward(in, entropy, slot);
+    if (v == 0) result.num_tokens += N;
+    if (forward_only == ForwardOnly::yes)
+      free_slots[size_t(v)].push_back(slot);  // nothing to keep: the executor copies what it sends
+    else
+      slot_of[{i, v}] = slot;
+    if (!chunk.span().post_process) return run.hidden_NC;
+    const model::ModelOutputs out = first_tokens(run, N);
+    const model::OutputGrads run_grads = output_grads(slot, in.seq_len, entropy);
+    for (TensorView grad : {run_grads.dlogp_N, run_grads.dentropy_N, run_grads.dvalues_N})
+      if (!grad.empty()) fill_zero(grad);
+    const model::OutputGrads loss_grads = first_tokens(run_grads, N);
     const LossOutput loss = loss_fn(mb, out, context, loss_grads);
     result.loss += loss.loss;
-    if (&mb == &micro_batches.back()) sum_loss_over_dp();
+    micro_batch_loss[size_t(i)] = loss.loss;
+    if (i == M - 1) sum_loss_over_dp();
     for (const auto& [name, value] : loss.metrics) result.metrics[name] += value;
-    result.num_tokens += N;
     if (forward_only == ForwardOnly::yes) {
-      TensorMap outputs;
+      TensorMap& outputs = result.outputs[size_t(i)];
       if (!out.logp_N.empty()) outputs.set("log_probs", clone(out.logp_N, DType::f32));
       if (!out.entropy_N.empty()) outputs.set("entropy", clone(out.entropy_N, DType::f32));
       if (!out.values_N.empty()) outputs.set("values", clone(out.values_N, DType::f32));
-      result.outputs.push_back(std::move(outputs));
-    } else {
-      std::string output_lead = config_.check_for_nan_in_loss_and_grad ? first_non_finite_output(out, loss_grads) : "";
-      // Overlapped DP reduction starts in the step's last backward: earlier ones still add to every bucket.
-      reduce_in_backward_ = config_.overlap_grad_reduce && &mb == &micro_batches.back();
-      // The first backward after the gradients were zeroed writes the linear weights' gradients
-      // instead of adding them (the same values, without reading the zeros).
-      model_->backward(grads, grads_zeroed_ ? kernels::Accumulate::overwrite : kernels::Accumulate::add);
-      reduce_in_backward_ = false;
-      grads_zeroed_ = false;
-      if (config_.check_for_nan_in_loss_and_grad)
-        findings_.note(&mb - micro_batches.data(), int64_t(micro_batches.size()), loss.loss, std::move(output_lead),
-                       model_->embedding_output_grad());
+    } else if (config_.check_for_nan_in_loss_and_grad) {
+      output_lead[size_t(i)] = first_non_finite_output(out, loss_grads);
+    }
+    return {};
+  };
+  work.backward = [&](int64_t i, int64_t v, TensorView output_grad) -> TensorView {
+    model::CausalLm& chunk = *chunks_[size_t(v)];
+    const int64_t slot = slot_of.at({i, v});
+    slot_of.erase({i, v});
+    model::OutputGrads grads;
+    if (chunk.span().post_process)
+      grads = output_grads(slot, inputs[size_t(i)].seq_len, entropy);
+    else
+      grads.dhidden_NC = output_grad;
+    // The first backward after the gradients were zeroed writes the linear weights' gradients instead of
+    // adding them (the same values, without reading the zeros); a chunk's weights are its own.
+    char& written = chunk_grads_written_[size_t(v)];
+    chunk.backward(grads, written ? kernels::Accumulate::add : kernels::Accumulate::overwrite, slot);
+    written = 1;
+    grads_zeroed_ = false;
+    free_slots[size_t(v)].push_back(slot);
+    if (config_.check_for_nan_in_loss_and_grad)
+      findings_.note(i, M, micro_batch_loss[size_t(i)], std::move(output_lead[size_t(i)]), chunk.input_grad());
+    return chunk.span().pre_process ? TensorView() : chunk.input_grad();
+  };
+  // Overlapped DP reduction starts in each chunk's last backward: earlier ones still add to every bucket.
+  work.enable_grad_sync = [&](int64_t v) { grad_sync_enabled_[size_t(v)] = config_.overlap_grad_reduce; };
+  pipeline::run_stage_actions(actions, parallel_.pp(), work,
+                              {&tracker_, MemoryTier::device, MemoryCategory::activations});
+  std::fill(grad_sync_enabled_.begin(), grad_sync_enabled_.end(), 0);
+  if (split_.pp_size > 1) share_results_over_pipeline(result, micro_batches, forward_only, entropy);
+  return result;
+}
+
+void TrainEngine::share_results_over_pipeline(ForwardBackwardResult& result, const std::vector<TensorMap>& micro_batches,
+                                              ForwardOnly forward_only, model::EntropyOutput entropy) {
+  dist::ProcessGroup& pp = parallel_.pp();
+  const int last = pp.size() - 1;
+  const bool here = pp.rank() == last;
+  result.loss = pp.all_reduce_scalar(here ? result.loss : 0.0, dist::ReduceOp::sum);  // x + 0 is x, exactly
+  // The metrics' names, then their values in the name order std::map keeps.
+  std::string names;
+  for (const auto& [name, value] : result.metrics) names += name + '\n';
+  names = dist::broadcast_text(pp, names, last);
+  Tensor values({int64_t(std::count(names.begin(), names.end(), '\n'))}, DType::f64);
+  if (here) {
+    int64_t k = 0;
+    for (const auto& [name, value] : result.metrics) values.data<double>()[k++] = value;
+  }
+  pp.broadcast(values, last);
+  if (!here) {
+    result.metrics.clear();
+    size_t begin = 0;
+    for (int64_t k = 0; k < values.numel(); ++k) {
+      const size_t end = names.find('\n', begin);
+      result.metrics[names.substr(begin, end - begin)] = values.data<double>()[k];
+      begin = end + 1;
     }
   }
-  return result;
+  if (forward_only == ForwardOnly::no) return;
+  // The outputs a forward-only pass returns: an LM's log_probs (and entropy when asked), a value model's values.
+  std::vector<std::string> keys;
+  if (model_config_.head == model::HeadKind::lm) {
+    keys.push_back("log_probs");
+    if (entropy == model::EntropyOutput::compute) keys.push_back("entropy");
+  } else {
+    keys.push_back("values");
+  }
+  for (size_t i = 0; i < micro_batches.size(); ++i)
+    for (const std::string& key : keys) {
+      if (!here) result.outputs[i].set(key, Tensor({micro_batches[i].num_tokens()}, DType::f32));
+      pp.broadcast(result.outputs[i].get(key), last);
+    }
 }
 
 void TrainEngine::reduce_gradients() {
   if (grads_reduced_) return;
   onload_for({.grads = true});
   complete_param_gather(master_.layout().total_numel());  // it shares its staging buffer with the reduction
+  // Before the DP reduction: with the distributed optimizer the first and last stages own different shards of
+  // their embedding copies, so their sum must be of the unreduced gradients (sums commute: the same total).
+  if (sums_embedding_over_pipeline()) sum_embedding_grads();
   grad_reducer_.finish();
   // After the DP sums: sums commute, and TP peers own the same shard ranges (megatron.md §4.5).
-  model_->finish_grads();
+  for (auto& chunk : chunks_) chunk->finish_grads();
   grads_reduced_ = true;
 }
 
@@ -443,6 +641,7 @@ void TrainEngine::zero_step_gradients() {
   grads_.zero();
   grad_reducer_.reset();
   grads_zeroed_ = true;
+  std::fill(chunk_grads_written_.begin(), chunk_grads_written_.end(), 0);
   grads_reduced_ = false;
   findings_.clear();
 }

@@ -19,6 +19,16 @@
 // each bucket just before the layer that reads it (CausalLm's params-needed hook); everything that
 // reads the weights otherwise (master_weights, export, checkpoints) waits for all of it first.
 //
+// Pipeline parallel (Megatron §3): the engine's pipeline group splits the decoder layers as the megatron block's
+// split keys say (model/pipeline_split.h); this rank holds and runs its stage's V chunks (a CausalLm each, over one
+// ParamStore of the stage's parameters: ParamLayout::for_stage), and forward_backward runs the stage's action
+// list (pipeline/pipeline_schedule.h: 1F1B, interleaved with V > 1) through the executor
+// (pipeline/pipeline_executor.h). Every rank is handed the same micro-batches; the loss, the metrics and the
+// forward-only outputs come from the last stage and every rank of the pipeline returns them. Tied embeddings: the
+// last stage keeps a copy of the embedding as its lm_head, whose gradient is summed with the first stage's over
+// the embedding group before the DP reduction (so the copies stay equal); the grad norm counts it once. At PP 1
+// the executor runs the no-pipelining list: forward then backward of each micro-batch, as before.
+//
 // Idle-role offload (verl.md §3.4, DESIGN §9): offload() moves the parts of the state an OffloadSet
 // names to the host tier between stages, and they come back bit for bit at the same addresses, by
 // onload() or by the first call that needs them (forward_backward: params, and grads unless
@@ -45,6 +55,7 @@
 #include "engine/offload_set.h"
 #include "engine/shard_gatherer.h"
 #include "engine/tensor_map.h"
+#include "engine/whole_weights.h"
 #include "model/causal_lm.h"
 #include "model/memory_estimate.h"
 #include "optim/adamw_optimizer.h"
@@ -149,10 +160,11 @@ class TrainEngine {
   void save_checkpoint(checkpoint::CheckpointWriter& writer, const std::string& component) const;
   void load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component);
 
-  // Every weight by HF name, whole (the f32 master, gathered over TP), one at a time: the hybrid
-  // engine's sync into the rollout's layout, which keeps its own shard (RolloutEngine::update_weights).
-  // Collective over the TP group; only one gathered tensor is alive at a time.
-  using WeightSink = std::function<void(const std::string& hf_name, TensorView full)>;
+  // Every weight by HF name, whole (the f32 master, gathered over TP and, with PP, sent from the stage that
+  // holds it to every stage), one at a time: the hybrid engine's sync into the rollout's layout, which keeps its
+  // own shard (RolloutEngine::update_weights), and HF exports. Collective over the TP and pipeline groups;
+  // only one gathered tensor is alive at a time.
+  using WeightSink = engine::WeightSink;
   void export_weights(const WeightSink& sink) const;
 
   // Offloads the parts `parts` names (those already offloaded stay so). Host copies are accounted
@@ -167,11 +179,9 @@ class TrainEngine {
   OffloadSet offloaded() const;
 
   // The model reads the weights: they are onloaded. The references below read zeros while their part
-  // is offloaded again.
-  model::CausalLm& model() {
-    onload_for({.params = true});
-    return *model_;
-  }
+  // is offloaded again. The whole model: pipeline size 1 only (an Error naming the size otherwise).
+  model::CausalLm& model();
+  const model::PipelineSplit& pipeline_split() const { return split_; }
   const model::ModelConfig& model_config() const { return model_config_; }
   // Complete: waits for an overlapped parameter all-gather still in flight.
   const model::ParamStore& master_weights() const {
@@ -208,8 +218,17 @@ class TrainEngine {
   // counts the step and returns false.
   bool step_is_finite(double grad_norm, std::string_view update);
   void zero_step_gradients();  // after a step, applied or not
-  // The heads of the output-gradient buffers for a run of N tokens, zeroed: those of the model's outputs.
-  model::OutputGrads zeroed_output_grads(int64_t N, model::EntropyOutput entropy);
+  // The heads of activation slot `slot`'s output-gradient buffers (of the last chunk) for a run of N tokens:
+  // those of the model's outputs.
+  model::OutputGrads output_grads(int64_t slot, int64_t N, model::EntropyOutput entropy);
+  // Activation slots for a schedule's in-flight micro-batches, per chunk (and the last chunk's output grads).
+  void reserve_slots(const std::vector<int64_t>& slots_per_chunk);
+  // The last stage's loss, metrics and forward-only outputs, on every stage of the pipeline.
+  void share_results_over_pipeline(ForwardBackwardResult& result, const std::vector<TensorMap>& micro_batches,
+                                   ForwardOnly forward_only, model::EntropyOutput entropy);
+  // Tied embeddings at PP > 1: the first and last stages' gradients of their embedding copies summed.
+  bool sums_embedding_over_pipeline() const;
+  void sum_embedding_grads();
   // overlap_param_gather: finishes the all-gather of the weights at buffer offsets below `end` (and
   // their bf16 copy). Logically const: the weights only become what optimizer_step made them.
   void complete_param_gather(int64_t end) const;
@@ -221,6 +240,7 @@ class TrainEngine {
   DType compute_dtype_;
   const kernels::KernelRegistry& kernels_;
   dist::ParallelContext& parallel_;
+  MemoryTracker& tracker_;
   model::ParamStore master_;
   std::optional<model::ParamStore> compute_copy_;  // bf16 weights the model reads
   model::GradBuffer grads_;
@@ -233,14 +253,21 @@ class TrainEngine {
   mutable ShardGatherer param_gatherer_;  // its gather may complete inside const accessors
   bool grads_zeroed_ = true;  // no backward since the GradBuffer was last zeroed (it starts zeroed)
   bool grads_reduced_ = false;  // reduce_gradients ran since the last zeroing
-  bool reduce_in_backward_ = false;  // overlap: the running backward is the step's last
   MicroBatchFindings findings_;  // of this step's micro-batches, with check_for_nan_in_loss_and_grad
   bool last_step_skipped_ = false;
   int64_t num_skipped_steps_ = 0;
-  std::unique_ptr<model::CausalLm> model_;
+  model::PipelineSplit split_;
+  std::vector<std::unique_ptr<model::CausalLm>> chunks_;  // this stage's, in forward order
+  std::vector<char> chunk_grads_written_;  // a chunk's backward ran since the gradients were zeroed
+  std::vector<char> grad_sync_enabled_;    // overlap: the chunk's running backward is its step's last
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;
-  Tensor dlogp_N_, dentropy_N_, dvalues_N_;  // an LM's, or a value model's
+  int64_t max_tokens_ = 0;  // a micro-batch's, padded for sequence parallel
+  // Per activation slot of the last chunk: dL/d(outputs), an LM's dlogp and dentropy, or a value model's dvalues.
+  struct OutputGradSlot {
+    Tensor dlogp_N, dentropy_N, dvalues_N;
+  };
+  std::vector<OutputGradSlot> output_grads_;
   // The tensors of each OffloadSet part; mutable as the const accessors onload them.
   mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;
 };

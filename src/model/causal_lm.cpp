@@ -5,9 +5,34 @@
 
 namespace rf::model {
 
+ModelSpan ModelSpan::whole(const ModelConfig& config) {
+  return ModelSpan{StageParts::whole(config).hf_layers, true, true};
+}
+
+bool ModelSpan::is_whole(const ModelConfig& config) const {
+  return pre_process && post_process && hf_layers == StageParts::whole(config).hf_layers;
+}
+
+namespace {
+
+// The vocabulary rows of the embedding or the untied lm_head, whichever the layout holds (a chunk with
+// neither reads no vocabulary: 0 rows).
+const ParamEntry* vocab_entry(const ParamLayout& layout) {
+  for (const char* name : {"model.embed_tokens.weight", "lm_head.weight"})
+    if (layout.contains(name)) return &layout.entry(name);
+  return nullptr;
+}
+
+}  // namespace
+
 CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuffer* grads,
                    const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker* tracker)
+    : CausalLm(config, ModelSpan::whole(config), params, grads, kernels, parallel, tracker) {}
+
+CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& params, GradBuffer* grads,
+                   const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker* tracker)
     : config_(config),
+      span_(std::move(span)),
       params_(params),
       grads_(grads),
       kernels_(kernels),
@@ -16,8 +41,8 @@ CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuff
       workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
       attention_(config, parallel.tp().size()),
       mlp_(config, parallel.tp().size()),
-      vocab_rows_(params.layout().entry("model.embed_tokens.weight").shape[0]),
-      vocab_start_(params.layout().entry("model.embed_tokens.weight").shard_start),
+      vocab_rows_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shape[0] : 0),
+      vocab_start_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shard_start : 0),
       head_(config, vocab_rows_, vocab_start_),
       value_head_(config) {
   config_.validate();
@@ -27,26 +52,26 @@ CausalLm::CausalLm(const ModelConfig& config, const ParamStore& params, GradBuff
            layout_tp.size, parallel.tp().rank(), parallel.tp().size());
   RF_CHECK(params.dtype() == DType::f32 || params.dtype() == DType::bf16 || params.dtype() == DType::f64,
            "model weights in {}: expected f32, bf16 or f64", dtype_name(params.dtype()));
+  for (size_t i = 1; i < span_.hf_layers.size(); ++i)
+    RF_CHECK(span_.hf_layers[i] == span_.hf_layers[i - 1] + 1, "a model span's layers must be consecutive");
   if (grads_)
     RF_CHECK(grads_->dtype() == grad_dtype_for(params.dtype()), "gradients in {} for {} weights: expected {}",
              dtype_name(grads_->dtype()), dtype_name(params.dtype()), dtype_name(grad_dtype_for(params.dtype())));
-  embed_w_VC_ = params.get("model.embed_tokens.weight");
   const bool lm = config_.head == HeadKind::lm;
-  if (lm)
-    head_weights_ = LmHeadParams::bind(params, config_);
-  else
-    value_weights_ = ValueHeadParams::bind(params, config_);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
-    layer_weights_.push_back({AttentionParams::bind(params, l, config_), MlpParams::bind(params, l)});
-  if (grads_) {
-    embed_grad_VC_ = grads_->get("model.embed_tokens.weight");
-    if (lm)
-      head_grads_ = LmHeadParams::bind(*grads_, config_);
-    else
-      value_grads_ = ValueHeadParams::bind(*grads_, config_);
-    for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
-      layer_grads_.push_back({AttentionParams::bind(*grads_, l, config_), MlpParams::bind(*grads_, l)});
-  }
+  auto bind = [&](const auto& store, TensorView& embed, std::vector<LayerParams>& layers, LmHeadParams& head,
+                  ValueHeadParams& value) {
+    if (span_.pre_process) embed = store.get("model.embed_tokens.weight");
+    if (span_.post_process) {
+      if (lm)
+        head = LmHeadParams::bind(store, config_);
+      else
+        value = ValueHeadParams::bind(store, config_);
+    }
+    for (int64_t l : span_.hf_layers)
+      layers.push_back({AttentionParams::bind(store, l, config_), MlpParams::bind(store, l)});
+  };
+  bind(params, embed_w_VC_, layer_weights_, head_weights_, value_weights_);
+  if (grads_) bind(*grads_, embed_grad_VC_, layer_grads_, head_grads_, value_grads_);
 }
 
 LayerContext CausalLm::context() const {
@@ -64,27 +89,14 @@ BatchShape CausalLm::batch_shape(const ModelInputs& in) const {
   return BatchShape{in.batch, in.seq_len, n, in.positions_N, in.cu_seqlens};
 }
 
-void CausalLm::reserve(int64_t N) {
+void CausalLm::reserve(int64_t N, int64_t num_slots) {
   RF_CHECK(N > 0, "reserve: max_tokens must be positive, got {}", N);
+  RF_CHECK(num_slots >= 1, "reserve: slots must be positive, got {}", num_slots);
   const DType dtype = params_.dtype();
-  const int64_t L = config_.num_hidden_layers, C = config_.hidden_size;
-  residual_.clear();
-  mid_.clear();
-  attention_saved_.clear();
-  mlp_saved_.clear();
-  attention_saved_.resize(size_t(L));
-  mlp_saved_.resize(size_t(L));
-  for (int64_t l = 0; l <= L; ++l) residual_.emplace_back(Shape{N, C}, dtype, activations_account_);
-  for (int64_t l = 0; l < L; ++l) {
-    mid_.emplace_back(Shape{N, C}, dtype, activations_account_);
-    attention_.reserve(attention_saved_[size_t(l)], N, dtype, activations_account_);
-    mlp_.reserve(mlp_saved_[size_t(l)], N, dtype, activations_account_);
-  }
-  if (config_.head == HeadKind::lm)
-    head_.reserve(head_saved_, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_,
-                  workspace_account_);
-  else
-    value_head_.reserve(value_saved_, value_scratch_, N, dtype, activations_account_, workspace_account_);
+  const int64_t C = config_.hidden_size;
+  capacity_ = N;
+  slots_.clear();
+  reserve_slots(num_slots);
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -94,7 +106,35 @@ void CausalLm::reserve(int64_t N) {
     sp_full_NC_ = Tensor({N, C}, dtype, workspace_account_);
     sp_local_NC_ = Tensor({N, C}, dtype, workspace_account_);
   }
-  capacity_ = N;
+}
+
+void CausalLm::reserve_slots(int64_t num_slots) {
+  RF_CHECK(capacity_ > 0, "reserve_slots before reserve");
+  while (int64_t(slots_.size()) < num_slots) reserve_slot(slots_.emplace_back());
+}
+
+void CausalLm::reserve_slot(Activations& a) {
+  const DType dtype = params_.dtype();
+  const int64_t N = capacity_, C = config_.hidden_size, L = int64_t(span_.hf_layers.size());
+  a.attention.resize(size_t(L));
+  a.mlp.resize(size_t(L));
+  for (int64_t l = 0; l <= L; ++l) a.residual.emplace_back(Shape{N, C}, dtype, activations_account_);
+  for (int64_t l = 0; l < L; ++l) {
+    a.mid.emplace_back(Shape{N, C}, dtype, activations_account_);
+    attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_);
+    mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_);
+  }
+  if (!span_.post_process) return;
+  if (config_.head == HeadKind::lm)
+    head_.reserve(a.head, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_, workspace_account_);
+  else
+    value_head_.reserve(a.value, value_scratch_, N, dtype, activations_account_, workspace_account_);
+}
+
+CausalLm::Activations& CausalLm::slot(int64_t index) {
+  RF_CHECK(index >= 0 && index < int64_t(slots_.size()), "activation slot {} of the {} reserved", index,
+           slots_.size());
+  return slots_[size_t(index)];
 }
 
 void CausalLm::set_activations_resident(bool resident) {
@@ -102,13 +142,16 @@ void CausalLm::set_activations_resident(bool resident) {
   const auto apply = [resident](Tensor& t) {
     if (!t.empty()) t.set_resident(resident);  // a buffer this model does not use is empty
   };
-  for (Tensor& t : residual_) apply(t);
-  for (Tensor& t : mid_) apply(t);
-  for (AttentionSaved& saved : attention_saved_) saved.for_each_tensor(apply);
-  for (MlpSaved& saved : mlp_saved_) saved.for_each_tensor(apply);
-  head_saved_.for_each_tensor(apply);
+  for (Activations& a : slots_) {
+    for (Tensor& t : a.residual) apply(t);
+    for (Tensor& t : a.mid) apply(t);
+    for (AttentionSaved& saved : a.attention) saved.for_each_tensor(apply);
+    for (MlpSaved& saved : a.mlp) saved.for_each_tensor(apply);
+    a.head.for_each_tensor(apply);
+    a.value.for_each_tensor(apply);
+    a.forward_done = false;
+  }
   head_scratch_.for_each_tensor(apply);
-  value_saved_.for_each_tensor(apply);
   value_scratch_.for_each_tensor(apply);
   attention_scratch_.for_each_tensor(apply);
   mlp_scratch_.for_each_tensor(apply);
@@ -125,21 +168,33 @@ void CausalLm::validate(const ModelInputs& in) const {
            in.tokens_N.shape().to_string());
   RF_CHECK(in.positions_N.rank() == 1 && in.positions_N.numel() == N, "positions_N: expected {} positions, got {}", N,
            in.positions_N.shape().to_string());
-  const bool targets = config_.head == HeadKind::lm || !in.targets_N.empty();  // a value model reads none
+  // a value model reads none, nor a chunk without the head
+  const bool targets = (config_.head == HeadKind::lm && span_.post_process) || !in.targets_N.empty();
   RF_CHECK(!targets || (in.targets_N.rank() == 1 && in.targets_N.numel() == N),
            "targets_N: expected {} targets, got {}", N, in.targets_N.shape().to_string());
   RF_CHECK(in.temperature > 0, "temperature must be positive, got {}", in.temperature);
   RF_CHECK(!parallel_.sequence_parallel() || N % parallel_.tp().size() == 0,
            "inputs: sequence parallel splits the {} tokens over {} TP ranks; pad the micro-batch to a multiple", N,
            parallel_.tp().size());
+  const int64_t n = batch_shape(in).local_tokens;
+  if (span_.pre_process)
+    RF_CHECK(in.hidden_NC.empty(), "inputs: hidden_NC given to a model chunk that runs the embedding");
+  else
+    RF_CHECK(in.hidden_NC.rank() == 2 && in.hidden_NC.size(0) == n && in.hidden_NC.size(1) == config_.hidden_size &&
+                 in.hidden_NC.dtype() == params_.dtype(),
+             "inputs: a model chunk without the embedding takes hidden_NC [{}, {}] {}, got {} {}", n,
+             config_.hidden_size, dtype_name(params_.dtype()), in.hidden_NC.shape().to_string(),
+             dtype_name(in.hidden_NC.dtype()));
   check_token_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
   if (targets) check_token_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
   check_token_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
 }
 
-ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
+ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, int64_t slot_index) {
   validate(in);
-  inputs_ = in;
+  Activations& a = slot(slot_index);
+  a.inputs = in;
+  a.forward_done = false;
   const int64_t N = in.batch * in.seq_len;
   const LayerContext ctx = context();
   const BatchShape shape = batch_shape(in);
@@ -148,42 +203,51 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
   auto params_needed = [&](int64_t layer) {
     if (params_needed_hook_) params_needed_hook_(layer);
   };
-  params_needed(-1);
-  // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest
-  // (reduce-scattered into this rank's rows with SP).
-  if (parallel_.sequence_parallel()) {
-    kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(sp_full_NC_, N));
-    dist::SpScatter::forward(parallel_.tp(), rows(sp_full_NC_, N), rows(residual_[0], n));
+  if (!span_.pre_process) {
+    copy_convert(in.hidden_NC, rows(a.residual[0], n));
   } else {
-    kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(residual_[0], N));
-    dist::TpReduce::forward(parallel_.tp(), rows(residual_[0], N));
+    params_needed(-1);
+    // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest
+    // (reduce-scattered into this rank's rows with SP).
+    if (parallel_.sequence_parallel()) {
+      kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(sp_full_NC_, N));
+      dist::SpScatter::forward(parallel_.tp(), rows(sp_full_NC_, N), rows(a.residual[0], n));
+    } else {
+      kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(a.residual[0], N));
+      dist::TpReduce::forward(parallel_.tp(), rows(a.residual[0], N));
+    }
   }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
-    params_needed(int64_t(i));
-    attention_.forward(ctx, shape, layer_weights_[i].attention, rows(residual_[i], n), rows(mid_[i], n),
-                       attention_saved_[i]);
-    mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(mid_[i], n), rows(residual_[i + 1], n), mlp_saved_[i]);
+    params_needed(span_.hf_layers[i]);
+    attention_.forward(ctx, shape, layer_weights_[i].attention, rows(a.residual[i], n), rows(a.mid[i], n),
+                       a.attention[i]);
+    mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(a.mid[i], n), rows(a.residual[i + 1], n), a.mlp[i]);
+  }
+  a.forward_done = true;
+  last_forward_slot_ = slot_index;
+  ModelOutputs out;
+  if (!span_.post_process) {
+    out.hidden_NC = rows(a.residual.back(), n);
+    return out;
   }
   params_needed(config_.num_hidden_layers);
   if (config_.head != HeadKind::lm) {
-    value_head_.forward(ctx, shape, value_weights_, rows(residual_.back(), n), value_saved_);
-    forward_done_ = true;
-    ModelOutputs out;
-    out.values_N = rows(value_saved_.values_N, N);
+    value_head_.forward(ctx, shape, value_weights_, rows(a.residual.back(), n), a.value);
+    out.values_N = rows(a.value.values_N, N);
     return out;
   }
   const bool with_entropy = entropy == EntropyOutput::compute;
-  head_.forward(ctx, shape, head_weights_, rows(residual_.back(), n), in.targets_N, in.temperature, with_entropy,
-                head_saved_);
-  forward_done_ = true;
-  return ModelOutputs{rows(head_saved_.logp_N, N), with_entropy ? rows(head_saved_.entropy_N, N) : TensorView(),
-                      rows(head_saved_.logits_NV, N), vocab_start_};
+  head_.forward(ctx, shape, head_weights_, rows(a.residual.back(), n), in.targets_N, in.temperature, with_entropy,
+                a.head);
+  return ModelOutputs{rows(a.head.logp_N, N), with_entropy ? rows(a.head.entropy_N, N) : TensorView(),
+                      rows(a.head.logits_NV, N), vocab_start_};
 }
 
-void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads) {
+void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads, int64_t slot_index) {
   RF_CHECK(grads_ != nullptr, "backward on a model built without a GradBuffer");
-  RF_CHECK(forward_done_, "backward without a forward");
-  const ModelInputs& in = inputs_;
+  Activations& a = slot(slot_index);
+  RF_CHECK(a.forward_done, "backward without a forward (activation slot {})", slot_index);
+  const ModelInputs& in = a.inputs;
   const int64_t N = in.batch * in.seq_len;
   const DType stat = stat_dtype_for(params_.dtype());
   auto check_grad = [&](TensorView grad, const char* what) {
@@ -191,15 +255,6 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
     check_dtype(grad, stat, what);
   };
   const bool lm = config_.head == HeadKind::lm;
-  if (lm) {
-    RF_CHECK(grads.dvalues_N.empty(), "backward: dvalues_N given to an LM, which has no value head");
-    check_grad(grads.dlogp_N, "dlogp_N");
-    if (!grads.dentropy_N.empty()) check_grad(grads.dentropy_N, "dentropy_N");
-  } else {
-    RF_CHECK(grads.dlogp_N.empty() && grads.dentropy_N.empty(),
-             "backward: dlogp_N / dentropy_N given to a {} model, which has no LM head", head_name(config_.head));
-    check_grad(grads.dvalues_N, "dvalues_N");
-  }
   LayerContext ctx = context();
   ctx.linear_weight_grads = linear_weight_grads;
   const BatchShape shape = batch_shape(in);
@@ -209,20 +264,37 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
   auto grads_ready = [&](int64_t layer) {
     if (grads_ready_hook_) grads_ready_hook_(layer);
   };
-  if (lm)
-    head_.backward(ctx, shape, head_weights_, head_grads_, rows(residual_.back(), n), in.targets_N, in.temperature,
-                   head_saved_, head_scratch_, grads.dlogp_N, grads.dentropy_N, dresid_NC);
-  else
-    value_head_.backward(ctx, shape, value_weights_, value_grads_, rows(residual_.back(), n), value_saved_,
+  if (!span_.post_process) {
+    RF_CHECK(grads.dlogp_N.empty() && grads.dentropy_N.empty() && grads.dvalues_N.empty(),
+             "backward: a model chunk without the head takes only dhidden_NC");
+    check_shape(grads.dhidden_NC, Shape{n, config_.hidden_size}, "dhidden_NC");
+    copy_convert(grads.dhidden_NC, dresid_NC);
+  } else if (lm) {
+    RF_CHECK(grads.dvalues_N.empty(), "backward: dvalues_N given to an LM, which has no value head");
+    RF_CHECK(grads.dhidden_NC.empty(), "backward: dhidden_NC given to a model chunk with the head");
+    check_grad(grads.dlogp_N, "dlogp_N");
+    if (!grads.dentropy_N.empty()) check_grad(grads.dentropy_N, "dentropy_N");
+    head_.backward(ctx, shape, head_weights_, head_grads_, rows(a.residual.back(), n), in.targets_N, in.temperature,
+                   a.head, head_scratch_, grads.dlogp_N, grads.dentropy_N, dresid_NC);
+    grads_ready(config_.num_hidden_layers);
+  } else {
+    RF_CHECK(grads.dlogp_N.empty() && grads.dentropy_N.empty(),
+             "backward: dlogp_N / dentropy_N given to a {} model, which has no LM head", head_name(config_.head));
+    RF_CHECK(grads.dhidden_NC.empty(), "backward: dhidden_NC given to a model chunk with the head");
+    check_grad(grads.dvalues_N, "dvalues_N");
+    value_head_.backward(ctx, shape, value_weights_, value_grads_, rows(a.residual.back(), n), a.value,
                          value_scratch_, grads.dvalues_N, dresid_NC);
-  grads_ready(config_.num_hidden_layers);
-  for (size_t i = layer_weights_.size(); i-- > 0;) {
-    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(mid_[i], n), mlp_saved_[i],
-                  mlp_scratch_, dresid_NC);
-    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(residual_[i], n),
-                        attention_saved_[i], attention_scratch_, dresid_NC);
-    grads_ready(int64_t(i));
+    grads_ready(config_.num_hidden_layers);
   }
+  for (size_t i = layer_weights_.size(); i-- > 0;) {
+    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(a.mid[i], n), a.mlp[i], mlp_scratch_,
+                  dresid_NC);
+    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(a.residual[i], n),
+                        a.attention[i], attention_scratch_, dresid_NC);
+    grads_ready(span_.hf_layers[i]);
+  }
+  last_backward_tokens_ = n;
+  if (!span_.pre_process) return;
   if (parallel_.sequence_parallel()) {
     dist::SpScatter::backward(parallel_.tp(), dresid_NC, rows(sp_full_NC_, N));
     kernels_.embedding_backward({vocab_start_}, in.tokens_N, rows(sp_full_NC_, N), embed_grad_VC_);
@@ -236,10 +308,13 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
 int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }
 
 TensorView CausalLm::vocab_logits(int64_t n) {
-  RF_CHECK(config_.head == HeadKind::lm, "vocab_logits: a {} model has no LM head", head_name(config_.head));
-  RF_CHECK(forward_done_ && n >= 0 && n < inputs_.batch * inputs_.seq_len, "vocab_logits: token {} of the last forward",
-           n);
-  const TensorView row_V = head_saved_.logits_NV.view().select(0, n);
+  RF_CHECK(config_.head == HeadKind::lm && span_.post_process, "vocab_logits: a {} model{} has no LM head",
+           head_name(config_.head), span_.post_process ? "" : " chunk without the head");
+  RF_CHECK(last_forward_slot_ >= 0, "vocab_logits: no forward yet");
+  const Activations& a = slots_[size_t(last_forward_slot_)];
+  RF_CHECK(a.forward_done && n >= 0 && n < a.inputs.batch * a.inputs.seq_len,
+           "vocab_logits: token {} of the last forward", n);
+  const TensorView row_V = a.head.logits_NV.view().select(0, n);
   dist::ProcessGroup& tp = parallel_.tp();
   if (tp.size() == 1) return row_V;
   if (gathered_logits_V_.numel() != tp.size() * vocab_rows_)
@@ -267,7 +342,7 @@ void CausalLm::finish_grads() {
       sum(g.mlp.norm_w_C);
     }
   }
-  if (!sp) return;
+  if (!sp || !span_.post_process) return;
   if (config_.head == HeadKind::lm) {
     sum(head_grads_.norm_w_C);
   } else {  // the replicated score too saw only this rank's rows (value_head.h)

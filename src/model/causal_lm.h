@@ -10,6 +10,12 @@
 // without sequence parallel: with SP the residual stream x_l holds this rank's N / tp consecutive
 // tokens (N must divide), everything else all N; inputs and outputs (logp, entropy, values) are all N
 // tokens on every rank.
+// Pipeline parallel: a CausalLm runs one chunk of the model (ModelSpan: some consecutive layers, with or without
+// the embedding and the head). A chunk without the embedding takes the previous chunk's output as
+// ModelInputs::hidden_NC; one without the head returns its output as ModelOutputs::hidden_NC and takes dL/d
+// of it as OutputGrads::dhidden_NC; input_grad() is then what goes back to the previous chunk. Several
+// micro-batches can be between their forward and backward (the pipeline's in-flight micro-batches): each
+// runs in its own activation slot (reserve's `slots`), named by forward and backward.
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
@@ -26,20 +32,38 @@
 
 namespace rf::model {
 
+// The part of the model a CausalLm runs. Noop layers (pipeline_split.h) are identities: they have no place here.
+struct ModelSpan {
+  std::vector<int64_t> hf_layers;  // consecutive HF layer indices (may be none)
+  bool pre_process = true;         // runs the embedding
+  bool post_process = true;        // runs the final norm and the head
+  static ModelSpan whole(const ModelConfig& config);
+  bool is_whole(const ModelConfig& config) const;
+};
+
 class CausalLm {
  public:
   // `grads` may be null for inference-only use. The weights' layout must be for the parallel
   // context's TP rank (ParamLayout::for_model with that rank and size).
+  // The weights' layout must hold the span's parameters (ParamLayout::for_stage).
   CausalLm(const ModelConfig& config, const ParamStore& params, GradBuffer* grads,
            const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel,
            MemoryTracker* tracker = nullptr);
+  CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& params, GradBuffer* grads,
+           const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker* tracker);
 
   const ModelConfig& config() const { return config_; }
   DType dtype() const { return params_.dtype(); }
   int64_t capacity() const { return capacity_; }
 
-  // Allocates activations for micro-batches of up to max_tokens tokens (B*T).
-  void reserve(int64_t max_tokens);
+  const ModelSpan& span() const { return span_; }
+
+  // Allocates activations for micro-batches of up to max_tokens tokens (B*T), `slots` of them (micro-batches
+  // between their forward and backward at once).
+  void reserve(int64_t max_tokens, int64_t slots = 1);
+  // More slots (never fewer), of reserve's size; those already there keep their contents.
+  void reserve_slots(int64_t slots);
+  int64_t num_slots() const { return int64_t(slots_.size()); }
   // The activations and the backward's workspace (what reserve allocated) given back to the OS while the
   // model is idle (false) and taken again (true): Tensor::set_resident, so no address changes and the
   // tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved
@@ -50,17 +74,21 @@ class CausalLm {
 
   // The inputs' views must stay alive until backward has run. A value or score model returns only
   // values_N: it reads no targets (inputs.targets_N may be empty), temperature or `entropy`.
-  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute);
+  // `slot` holds what backward of the same slot reads; a later forward in the slot overwrites it.
+  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute, int64_t slot = 0);
   // Adds dL/dparams into the GradBuffer, from the gradients of the outputs this model has
   // (model_inputs.h's OutputGrads: dlogp_N and dentropy_N unless empty for an LM, dvalues_N for a value
   // model; a gradient of an output the model does not have is an error). With linear_weight_grads =
   // overwrite, the linear layers' weight (and bias) gradients are written instead of added: only for the
   // first backward after the GradBuffer was zeroed, where both give the same values (see LayerContext).
-  void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
-  // The loss's gradient with respect to the embedding's output after the last backward (this rank's rows of
-  // the residual stream): every gradient that backward passed down through the layers arrives here, so a NaN
-  // or Inf born inside a backward shows in it (TrainEngine's NaN check names the micro-batch by it).
-  TensorView embedding_output_grad() const { return rows(dresid_NC_, batch_shape(inputs_).local_tokens); }
+  void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads = kernels::Accumulate::add,
+                int64_t slot = 0);
+  // The loss's gradient with respect to the chunk's input after the last backward (this rank's rows of the
+  // residual stream: the embedding's output, or hidden_NC without the embedding), valid until the next
+  // backward: every gradient that backward passed down through the layers arrives here, so a NaN or Inf born
+  // inside a backward shows in it (TrainEngine's NaN check names the micro-batch by it), and a pipeline sends
+  // it to the previous chunk.
+  TensorView input_grad() const { return rows(dresid_NC_, last_backward_tokens_); }
   // Inference over a paged KV cache, the rollout engine's step (model/paged_batch.h): runs the
   // batch's new tokens through the model, writing their keys and values into `cache` (one per layer),
   // and returns the logits of the tokens at `logit_rows` (the last of each sequence that samples) over
@@ -96,11 +124,25 @@ class CausalLm {
   void finish_grads();
 
  private:
+  // What one micro-batch's forward saves for its backward.
+  struct Activations {
+    std::vector<Tensor> residual;  // x_0 .. x_L over the span's layers, and h_l (the mid-layer residual) below
+    std::vector<Tensor> mid;
+    std::vector<AttentionSaved> attention;
+    std::vector<MlpSaved> mlp;
+    LmHeadSaved head;
+    ValueHeadSaved value;
+    ModelInputs inputs;  // of its forward
+    bool forward_done = false;
+  };
+  void reserve_slot(Activations& slot);
+  Activations& slot(int64_t index);
   void validate(const ModelInputs& inputs) const;
   LayerContext context() const;
   BatchShape batch_shape(const ModelInputs& inputs) const;
 
   ModelConfig config_;
+  ModelSpan span_;
   const ParamStore& params_;
   GradBuffer* grads_;
   const kernels::KernelRegistry& kernels_;
@@ -125,15 +167,10 @@ class CausalLm {
 
   int64_t capacity_ = 0;
   bool activations_resident_ = true;
-  std::vector<Tensor> residual_;  // x_0 .. x_L, and h_l (the mid-layer residual) below
-  std::vector<Tensor> mid_;
-  std::vector<AttentionSaved> attention_saved_;
-  std::vector<MlpSaved> mlp_saved_;
-  LmHeadSaved head_saved_;
+  std::vector<Activations> slots_;
   AttentionScratch attention_scratch_;
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;
-  ValueHeadSaved value_saved_;
   ValueHeadScratch value_scratch_;
   Tensor dresid_NC_;
   Tensor gathered_logits_V_;  // TP > 1: one row of every rank's logits, rank-major
@@ -149,8 +186,8 @@ class CausalLm {
   };
   PagedScratch paged_;
 
-  ModelInputs inputs_;  // of the last forward, for backward
-  bool forward_done_ = false;
+  int64_t last_forward_slot_ = -1;     // vocab_logits reads its logits
+  int64_t last_backward_tokens_ = 0;  // input_grad()'s rows
   GradsReadyHook grads_ready_hook_;
   ParamsNeededHook params_needed_hook_;
 };

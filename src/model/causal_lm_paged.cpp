@@ -11,6 +11,7 @@ void CausalLm::reserve_paged(int64_t N, int64_t R) {
   RF_CHECK(N > 0 && R > 0, "reserve_paged: max_tokens {} and max_logit_rows {} must be positive", N, R);
   RF_CHECK(config_.head == HeadKind::lm, "reserve_paged: the rollout samples from an LM head, not a {} head",
            head_name(config_.head));
+  RF_CHECK(span_.is_whole(config_), "reserve_paged: the rollout runs the whole model, not a pipeline chunk");
   const DType dtype = params_.dtype();
   const int64_t C = config_.hidden_size, tp = parallel_.tp().size();
   PagedScratch& s = paged_;

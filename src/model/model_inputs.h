@@ -19,6 +19,9 @@ struct ModelInputs {
   // Packed documents on the flattened N axis ([0, e1, ..., N]); empty: each row is one document.
   std::span<const int32_t> cu_seqlens;
   double temperature = 1.0;  // logits are divided by it before the softmax
+  // A pipeline chunk without the embedding (causal_lm.h's ModelSpan): its input, the previous chunk's output
+  // (this rank's rows of the residual stream). Copied by forward.
+  TensorView hidden_NC;
 };
 
 // Views into the model's own buffers: valid until the next forward. An LM head fills the first four,
@@ -30,6 +33,9 @@ struct ModelOutputs {
   // Under TP, logits_NV holds this rank's columns of the padded vocabulary, from this id on.
   int64_t vocab_start = 0;
   TensorView values_N;  // the value head's output at every token (stat dtype)
+  // A pipeline chunk without the head: its output (this rank's rows of the residual stream), the next
+  // chunk's input; valid until its slot's next forward. The outputs above are then empty.
+  TensorView hidden_NC;
 };
 
 // dL/d(each output of a forward), what backward reads, [N] in the stat dtype (f64 for an f64 model,
@@ -37,6 +43,7 @@ struct ModelOutputs {
 // the views of outputs the model does not have stay empty.
 struct OutputGrads {
   TensorView dlogp_N, dentropy_N, dvalues_N;
+  TensorView dhidden_NC;  // a pipeline chunk without the head: dL/d(its hidden_NC output), the only one
 };
 
 enum class EntropyOutput : uint8_t { skip, compute };

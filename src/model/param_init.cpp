@@ -15,9 +15,9 @@ void init_param(const ParamStore& params, const ModelConfig& config, size_t inde
   if (!whole) full = Tensor(e.hf_shape, params.dtype());
   const TensorView draw = whole ? params.get(e.name) : full.view();
   if (e.name.ends_with("norm.weight"))
-    fill_uniform(draw, Philox(seed, index), 1.0, 1.0);
+    fill_uniform(draw, Philox(seed, uint64_t(e.stream)), 1.0, 1.0);
   else
-    fill_normal(draw, Philox(seed, index), 0.0, config.initializer_range);
+    fill_normal(draw, Philox(seed, uint64_t(e.stream)), 0.0, config.initializer_range);
   if (!whole) copy_convert(e.hf_part(full), e.local_part(params.get(e.name)));
 }
 

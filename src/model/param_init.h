@@ -1,6 +1,7 @@
 // Fresh weights for a new model, as HF's `_init_weights` does for these architectures: linear and
 // embedding weights ~ N(0, initializer_range), RMSNorm gains 1, biases 0. Every tensor draws from
-// its own Philox stream (its index in the layout), so the result depends only on (seed, layout).
+// its own Philox stream (its index in the whole model's layout: ParamEntry::stream), so the result depends
+// only on (seed, model), not on the TP or pipeline layout.
 #pragma once
 
 #include "model/model_config.h"

@@ -80,7 +80,17 @@ void check_tp_divides(const ModelConfig& c, int64_t tp_size) {
       throw ConfigError("tensor_model_parallel_size", fmt::format("{} does not divide {} = {}", tp_size, key, value));
 }
 
+StageParts StageParts::whole(const ModelConfig& c) {
+  StageParts parts;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) parts.hf_layers.push_back(l);
+  return parts;
+}
+
 ParamLayout ParamLayout::for_model(const ModelConfig& c, const TensorParallelShard& tp) {
+  return for_stage(c, tp, StageParts::whole(c));
+}
+
+ParamLayout ParamLayout::for_stage(const ModelConfig& c, const TensorParallelShard& tp, const StageParts& stage) {
   RF_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size, "TP rank {} of {}", tp.rank, tp.size);
   RF_CHECK(tp.vocab_multiple >= 1, "make_vocab_size_divisible_by must be >= 1, got {}", tp.vocab_multiple);
   check_tp_divides(c, tp.size);
@@ -90,38 +100,55 @@ ParamLayout ParamLayout::for_model(const ModelConfig& c, const TensorParallelSha
   const int64_t C = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
   const int64_t HD = c.num_attention_heads * c.head_dim, KD = c.num_key_value_heads * c.head_dim;
   constexpr TpSplit rows = TpSplit::rows, columns = TpSplit::columns;
-  layout.add("model.embed_tokens.weight", {V, C}, rows, layout.padded_vocab_);
+  const bool tied_copy = stage.head && !stage.embedding && c.head == HeadKind::lm && c.tie_word_embeddings;
+  // Every parameter of the whole model is visited in its order, to number its stream; the stage adds its own.
+  int64_t stream = 0;
+  auto param = [&](bool held, std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated,
+                   int64_t padded_extent = 0) {
+    if (held) {
+      layout.add(std::move(name), hf_shape, split, padded_extent);
+      layout.entries_.back().stream = stream;
+    }
+    ++stream;
+  };
+  param(stage.embedding || tied_copy, "model.embed_tokens.weight", {V, C}, rows, layout.padded_vocab_);
+  if (tied_copy) layout.entries_.back().pipeline_copy = true;
+  size_t next = 0;  // the next of the stage's layers
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    layout.add(layer_param_name(l, "input_layernorm.weight"), {C});
-    layout.add(layer_param_name(l, "self_attn.q_proj.weight"), {HD, C}, rows);
-    layout.add(layer_param_name(l, "self_attn.k_proj.weight"), {KD, C}, rows);
-    layout.add(layer_param_name(l, "self_attn.v_proj.weight"), {KD, C}, rows);
+    const bool held = next < stage.hf_layers.size() && stage.hf_layers[next] == l;
+    if (held) ++next;
+    param(held, layer_param_name(l, "input_layernorm.weight"), {C});
+    param(held, layer_param_name(l, "self_attn.q_proj.weight"), {HD, C}, rows);
+    param(held, layer_param_name(l, "self_attn.k_proj.weight"), {KD, C}, rows);
+    param(held, layer_param_name(l, "self_attn.v_proj.weight"), {KD, C}, rows);
     if (c.attention_bias) {
-      layout.add(layer_param_name(l, "self_attn.q_proj.bias"), {HD}, rows);
-      layout.add(layer_param_name(l, "self_attn.k_proj.bias"), {KD}, rows);
-      layout.add(layer_param_name(l, "self_attn.v_proj.bias"), {KD}, rows);
+      param(held, layer_param_name(l, "self_attn.q_proj.bias"), {HD}, rows);
+      param(held, layer_param_name(l, "self_attn.k_proj.bias"), {KD}, rows);
+      param(held, layer_param_name(l, "self_attn.v_proj.bias"), {KD}, rows);
     }
     if (c.qk_norm) {
-      layout.add(layer_param_name(l, "self_attn.q_norm.weight"), {c.head_dim});
-      layout.add(layer_param_name(l, "self_attn.k_norm.weight"), {c.head_dim});
+      param(held, layer_param_name(l, "self_attn.q_norm.weight"), {c.head_dim});
+      param(held, layer_param_name(l, "self_attn.k_norm.weight"), {c.head_dim});
     }
-    layout.add(layer_param_name(l, "self_attn.o_proj.weight"), {C, HD}, columns);
-    layout.add(layer_param_name(l, "post_attention_layernorm.weight"), {C});
-    layout.add(layer_param_name(l, "mlp.gate_proj.weight"), {F, C}, rows);
-    layout.add(layer_param_name(l, "mlp.up_proj.weight"), {F, C}, rows);
-    layout.add(layer_param_name(l, "mlp.down_proj.weight"), {C, F}, columns);
+    param(held, layer_param_name(l, "self_attn.o_proj.weight"), {C, HD}, columns);
+    param(held, layer_param_name(l, "post_attention_layernorm.weight"), {C});
+    param(held, layer_param_name(l, "mlp.gate_proj.weight"), {F, C}, rows);
+    param(held, layer_param_name(l, "mlp.up_proj.weight"), {F, C}, rows);
+    param(held, layer_param_name(l, "mlp.down_proj.weight"), {C, F}, columns);
   }
-  layout.add("model.norm.weight", {C});
+  RF_CHECK(next == stage.hf_layers.size(), "pipeline stage: its layers must be ascending HF indices below {}",
+           c.num_hidden_layers);
+  param(stage.head, "model.norm.weight", {C});
   switch (c.head) {
     case HeadKind::lm:
-      if (!c.tie_word_embeddings) layout.add("lm_head.weight", {V, C}, rows, layout.padded_vocab_);
+      if (!c.tie_word_embeddings) param(stage.head, "lm_head.weight", {V, C}, rows, layout.padded_vocab_);
       break;
     case HeadKind::value:
-      layout.add("score.weight", {c.num_labels, C});
-      layout.add("score.bias", {c.num_labels});  // HF's token classifier is an nn.Linear with bias
+      param(stage.head, "score.weight", {c.num_labels, C});
+      param(stage.head, "score.bias", {c.num_labels});  // HF's token classifier is an nn.Linear with bias
       break;
     case HeadKind::score:
-      layout.add("score.weight", {c.num_labels, C});  // bias=False in HF's sequence classifier
+      param(stage.head, "score.weight", {c.num_labels, C});  // bias=False in HF's sequence classifier
       break;
   }
   return layout;

@@ -13,6 +13,12 @@
 // rank keeps whole GQA groups). With TP > 1 the vocabulary is padded to a multiple of vocab_multiple x
 // TP (make_vocab_size_divisible_by): the padding rows are zeros that are never trained, not part of any
 // checkpoint or export.
+// Pipeline parallel (Megatron §3.1-3.2): a layout is also one pipeline rank's (StageParts): the real layers
+// of its chunks (by HF index), the embedding on the first stage, the final norm and head on the last; with
+// tied embeddings the last stage holds its own copy of model.embed_tokens.weight (Megatron's shared
+// embedding), kept equal to the first stage's by summing their gradients over the embedding group.
+// Each entry keeps its index in the whole model's layout (`stream`), so weights drawn from a seed are the
+// same whatever the layout.
 #pragma once
 
 #include <string>
@@ -39,6 +45,10 @@ struct ParamEntry {
   Shape hf_shape;      // the whole tensor as Hugging Face stores it
   TpSplit split = TpSplit::replicated;
   int64_t shard_start = 0;  // the shard's first row (rows) or column (columns) in hf_shape
+  int64_t stream = 0;       // its index in the whole model's layout (param_init.h draws stream `stream`)
+  // The last pipeline stage's copy of the tied embedding: equal to the first stage's, so checkpoints, exports
+  // and the grad norm take the first stage's and skip this one.
+  bool pipeline_copy = false;
 
   // How many of the shard's rows (or columns) lie inside hf_shape: the rest is vocab padding.
   int64_t real_extent() const;
@@ -47,14 +57,25 @@ struct ParamEntry {
   TensorView local_part(const TensorView& shard) const;
 };
 
+// The parts of the model one pipeline rank holds. whole() is the model of one stage.
+struct StageParts {
+  std::vector<int64_t> hf_layers;  // ascending HF layer indices
+  bool embedding = true;           // the first stage (pre_process)
+  bool head = true;                // the last stage (post_process): final norm and lm_head or score
+  static StageParts whole(const ModelConfig& config);
+};
+
 class ParamLayout {
  public:
   // Checks that the TP size divides the heads, kv heads and FFN (check_tp_divides).
   static ParamLayout for_model(const ModelConfig& config, const TensorParallelShard& tp = {});
+  static ParamLayout for_stage(const ModelConfig& config, const TensorParallelShard& tp, const StageParts& stage);
 
   // A parameter split `split` over the layout's TP ranks (hf_shape's split dim padded to
   // padded_extent when given, for the vocabulary).
   void add(std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated, int64_t padded_extent = 0);
+  // Whole-model layouts hold every parameter; a pipeline stage's only its parts.
+  bool holds_embedding() const { return contains("model.embed_tokens.weight"); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& entry(const std::string& name) const;  // throws naming the parameter
   bool contains(const std::string& name) const { return index_.count(name) != 0; }

@@ -12,12 +12,13 @@ bool decays(const model::ParamEntry& e) { return e.shape.rank() >= 2 && !e.name.
 double AdamWOptimizer::owned_sum_squares(const model::GradBuffer& grads) const {
   // TP-split tensors count on every rank (each holds a different part); TP-replicated ones hold the
   // same values on every rank and count once, on TP rank 0 (Megatron's param_is_not_tensor_parallel_duplicate).
-  // DP shards are disjoint, so with sharding every element counts on exactly one DP rank.
+  // DP shards are disjoint, so with sharding every element counts on exactly one DP rank. A pipeline stage's
+  // copy of the tied embedding counts on the first stage only (Megatron's shared-embedding rule).
   const bool tp_rank0 = parallel_.tp().rank() == 0;
   const std::vector<model::ParamEntry>& entries = grads.layout().entries();
   double sum = 0;
   for (const ShardFragment& f : shards_.fragments())
-    if (entries[f.entry].split != model::TpSplit::replicated || tp_rank0)
+    if (!entries[f.entry].pipeline_copy && (entries[f.entry].split != model::TpSplit::replicated || tp_rank0))
       sum += kernels_.sum_squares(grads.flat().slice(0, f.flat_offset, f.numel));
   return sum;
 }

@@ -22,6 +22,7 @@
 #include "data/data_cursor.h"
 #include "data/jsonl_dataset.h"
 #include "data/sft_batch.h"
+#include "engine/generation_copy.h"
 #include "engine/greedy_decode.h"
 #include "engine/hf_checkpoint.h"
 #include "engine/train_engine.h"
@@ -83,10 +84,10 @@ int64_t engine_capacity(const data::DataConfig& data) {
 // anything of the model's size exists (the export folder's layout, the engine; no weights bound a new
 // model's dimensions). TrainEngine checks the same estimate again. A new model's keys are model.config's.
 model::ModelConfig fitting(model::ModelConfig model_config, const SftConfig& config, int world_size) {
-  const int64_t tp = config.megatron.tensor_model_parallel_size;
+  const int64_t tp = config.megatron.tensor_model_parallel_size, pp = config.megatron.pipeline_model_parallel_size;
   try {
     model::require_fits(model_config,
-                        engine::training_memory(model_config, config.megatron, tp, world_size / tp,
+                        engine::training_memory(model_config, config.megatron, tp, world_size / (tp * pp),
                                                 engine_capacity(config.data)),
                         machine_memory_budget(), "train");
   } catch (const ConfigError& e) {
@@ -119,8 +120,16 @@ struct Evaluation {
   int64_t num_examples = 0;
 };
 
+// At PP > 1 no rank holds the whole model: each decodes with a generation copy gathered from the stages, and the
+// pipeline's stages take turns at the batches of prompts (PP as DP, as the RL rollout), their scores summed.
 Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, const RunTokenizer& tokens,
-                    const data::SftBatchBuilder& builder, const data::DataConfig& data, int64_t capacity) {
+                    const data::SftBatchBuilder& builder, const data::DataConfig& data, int64_t capacity,
+                    const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker) {
+  std::optional<engine::GenerationCopy> copy;
+  if (parallel.pp().size() > 1) copy.emplace(engine, kernels, parallel, tracker, capacity);
+  model::CausalLm& model = copy ? copy->model() : engine.model();
+  const int64_t stages = parallel.pp().size(), stage = parallel.pp().rank();
+  int64_t batch = 0;
   const int64_t count = int64_t(std::min<uint64_t>(uint64_t(data.val_size), source.num_val()));
   // Padded embedding rows the tokenizer has no text for are never generated.
   const int64_t num_candidates = std::min(engine.model_config().vocab_size, tokens.tokenizer->vocab_size());
@@ -140,12 +149,14 @@ Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, co
       examples.push_back(std::move(ex));
       ++next;
     }
+    if (batch++ % stages != stage) continue;
     const int64_t max_new = std::max<int64_t>(1, data.max_length - int64_t(prompts.front().size()));
-    const auto generated = engine::greedy_decode(engine.model(), prompts, max_new, tokens.stop_ids, num_candidates);
+    const auto generated = engine::greedy_decode(model, prompts, max_new, tokens.stop_ids, num_candidates);
     for (size_t i = 0; i < generated.size(); ++i)
       correct += source.score(tokens.tokenizer->decode(generated[i], data::SpecialTokens::skip),
                               examples[i].ground_truth);
   }
+  if (stages > 1) correct = parallel.pp().all_reduce_scalar(correct, dist::ReduceOp::sum);  // 0/1 scores: exact
   return {count ? correct / double(count) : 0.0, count};
 }
 
@@ -239,7 +250,7 @@ class SftTrainer : public Trainable {
   }
 
   Validation validate(int64_t step) override {
-    const Evaluation eval = evaluate(engine_, source_, tokens_, builder_, data_, capacity_);
+    const Evaluation eval = evaluate(engine_, source_, tokens_, builder_, data_, capacity_, kernels_, parallel_, tracker_);
     const std::optional<double> target = config_.trainer.stop_at_val_acc;
     const bool reached = target && eval.accuracy >= *target;
     if (reached && lead_) core::log_info("trainer.stop_at_val_acc {} reached at step {}", *target, step);

@@ -56,8 +56,6 @@ refused sp_without_tp 2 \
 refused vocab_multiple_zero 2 "megatron.make_vocab_size_divisible_by: must be >= 1, got 0" \
   megatron.tensor_model_parallel_size=2 megatron.make_vocab_size_divisible_by=0
 # The axes the engine does not run yet, each on a world it would divide.
-refused pipeline_parallel 2 "megatron.pipeline_model_parallel_size: 2: pipeline parallelism is not supported yet" \
-  megatron.pipeline_model_parallel_size=2
 refused context_parallel 2 "megatron.context_parallel_size: 2: context parallelism is not supported yet" \
   megatron.context_parallel_size=2
 refused expert_parallel 2 "megatron.expert_model_parallel_size: 2: expert parallelism is not supported yet" \

@@ -13,48 +13,16 @@ base=(--config examples/sft_arith.yaml trainer.total_training_steps=20 trainer.t
 OMP_NUM_THREADS=2 quiet "$RLFORGE" sft "${base[@]}" trainer.default_local_dir="$SCRATCH/one" trainer.save_freq=10
 tp2_sp_dp2_distopt=(megatron.tensor_model_parallel_size=2 megatron.sequence_parallel=true
                     megatron.use_distributed_optimizer=true)
-# name: the run in $SCRATCH/name logged per-step losses equal to the one-process run's.
-expect_like_one_process() {
-  python3 - "$SCRATCH/one/metrics.jsonl" "$SCRATCH/$1/metrics.jsonl" "$1" <<'PY'
-import json, sys
-one = [json.loads(line) for line in open(sys.argv[1])]
-run = [json.loads(line) for line in open(sys.argv[2])]
-assert len(one) == len(run) == 20, (len(one), len(run))
-worst = max(abs(a["train/loss"] - b["train/loss"]) / abs(a["train/loss"]) for a, b in zip(one, run))
-assert worst <= 1e-5, f"{sys.argv[3]}: losses differ by {worst:.2e} relative"
-acc = "val-core/arith/acc/mean@1"
-assert [r[acc] for r in one if acc in r] == [r[acc] for r in run if acc in r], "held-out accuracy differs"
-assert all(a["perf/tokens"] == b["perf/tokens"] for a, b in zip(one, run)), "token counts differ"
-print(f"ok: {sys.argv[3]}: 20 steps, losses within {worst:.1e} relative of one process")
-PY
-}
 # name ranks megatron overrides...: a run from scratch.
 compare() {
   local name=$1 ranks=$2; shift 2
   quiet "$RLFORGE" sft --nproc "$ranks" "${base[@]}" trainer.default_local_dir="$SCRATCH/$name" "$@"
-  expect_like_one_process "$name"
+  expect_sft_like one "$name"
 }
 # folder: as if the run had been killed after its step-10 checkpoint.
 back_to_step_10() {
   rm -rf "$1/global_step_20"
   echo 10 > "$1/latest_checkpointed_iteration.txt"
-}
-# Every tensor of two safetensors files, bit for bit.
-same_weights() {
-  python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n]); header.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in header.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, f"differ: {bad}"
-print(f"ok: {len(a)} tensors bit for bit")
-PY
 }
 compare tp2 2 megatron.tensor_model_parallel_size=2
 compare tp2_sp 2 megatron.tensor_model_parallel_size=2 megatron.sequence_parallel=true
@@ -69,12 +37,12 @@ same_weights "$SCRATCH/to_one_hf/model.safetensors" "$SCRATCH/to_one/global_step
 back_to_step_10 "$SCRATCH/to_one"
 OMP_NUM_THREADS=2 quiet "$RLFORGE" sft "${base[@]}" trainer.default_local_dir="$SCRATCH/to_one" trainer.resume_mode=auto
 grep -q "resumed from .*global_step_10" "$SCRATCH/last.log" || fail "the one-process run did not resume"
-expect_like_one_process to_one
+expect_sft_like one to_one
 cp -r "$SCRATCH/one" "$SCRATCH/to_four"
 back_to_step_10 "$SCRATCH/to_four"
 quiet "$RLFORGE" sft --nproc 4 "${base[@]}" trainer.default_local_dir="$SCRATCH/to_four" trainer.resume_mode=auto \
   "${tp2_sp_dp2_distopt[@]}"
-expect_like_one_process to_four
+expect_sft_like one to_four
 
 out=$("$RLFORGE" sft --nproc 2 "${base[@]}" trainer.default_local_dir="$SCRATCH/refused" \
       megatron.tensor_model_parallel_size=2 megatron.context_parallel_size=2 2>&1) && fail "CP 2 was accepted"

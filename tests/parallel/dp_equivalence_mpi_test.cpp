@@ -108,9 +108,7 @@ void check_dp_matches_one_rank(const Layout& layout) {
   engine_config.overlap_param_gather = engine_config.overlap_grad_reduce && engine_config.use_distributed_optimizer;
   engine::EngineConfig one_engine_config;
   one_engine_config.dtype = "float32";
-  optim::OptimConfig optim;
-  optim.lr = 1e-4;  // tp_equivalence_mpi_test.cpp: AdamW turns f32 summation-order noise into ~lr moves
-  optim.lr_decay_steps = 100;
+  const optim::OptimConfig optim = parallel_testing::equivalence_optim();
   kernels::KernelRegistry kernels;
   MemoryTracker tracker, one_tracker;
   const model::ModelConfig config = config_for(layout.arch, layout.tied);
@@ -127,34 +125,10 @@ void check_dp_matches_one_rank(const Layout& layout) {
       EXPECT_LE(sharded * dp, whole + 2 * dp * allocated_bytes(dp));
     }
   }
-  const Tensor gather_staging({parallel.bucket_plan().shard_numel()}, DType::f32);
-  engine::ShardGatherer grad_gatherer(parallel.bucket_plan(), gather_staging, context.dp(), nullptr);
-  const model::ParamLayout& params = parallel.master_weights().layout();
-  const int64_t layer0_offset = params.entry("model.layers.0.input_layernorm.weight").offset;
-
-  const int64_t per_rank = kNumMicroBatches / dp;
-  for (int step = 0; step < 3; ++step) {
-    const std::string at = "step " + std::to_string(step);
-    const double loss_dp = parallel
-                               .forward_backward(step_micro_batches(step, context.dp().rank() * per_rank, per_rank),
-                                                 token_mean_nll, engine::ForwardOnly::no)
-                               .loss;
-    const double loss_one =
-        single.forward_backward(step_micro_batches(step, 0, kNumMicroBatches), token_mean_nll, engine::ForwardOnly::no)
-            .loss;
-    EXPECT_NEAR(loss_dp, loss_one, 1e-5 * std::abs(loss_one)) << at << ": forward_backward's loss is the global loss";
+  const int64_t layer0_offset = parallel.master_weights().layout().entry("model.layers.0.input_layernorm.weight").offset;
+  parallel_testing::expect_three_steps_match(parallel, single, context, [&] {
     if (layout.reduction == Reduction::overlapped) expect_overlapped(parallel, layer0_offset);
-    parallel.reduce_gradients();
-    single.reduce_gradients();
-    const Tensor grads = clone(parallel.grads().flat(), DType::f32);
-    grad_gatherer.gather(grads);  // the distributed optimizer's reduced shards from every DP rank
-    expect_params_match(params, grads, single.grads(), context.tp(), at + " grads");
-    const double norm_dp = parallel.optimizer_step(), norm_one = single.optimizer_step();
-    EXPECT_NEAR(norm_dp, norm_one, 1e-5 * norm_one) << at << " grad norm";
-  }
-  // The k_proj bias's weights to 1e-2 after 3 steps, as in tp_equivalence_mpi_test.cpp.
-  expect_params_match(params, parallel.master_weights().flat(), single.master_weights(), context.tp(),
-               "weights after 3 steps", 1e-2);
+  });
 }
 
 std::vector<Layout> layouts_for(int world_size) {

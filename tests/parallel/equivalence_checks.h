@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "core/element_access.h"
+#include "engine/shard_gatherer.h"
 #include "engine/train_engine.h"
 #include "model/tp_gather.h"
 
@@ -100,6 +103,49 @@ void expect_params_match(const model::ParamLayout& layout, TensorView flat, cons
     for (int64_t i = 0; i < diff.numel(); ++i) store_f64(diff, i, load_f64(whole, i) - load_f64(expected, i));
     EXPECT_LE(norm(diff), rtol * norm(expected) + 1e-8) << what << " " << e.name;
   }
+}
+
+// The optimizer of both engines: AdamW at lr 1e-4 (tp_equivalence_mpi_test.cpp: AdamW turns f32 summation-order
+// noise into ~lr moves).
+inline optim::OptimConfig equivalence_optim() {
+  optim::OptimConfig optim;
+  optim.lr = 1e-4;
+  optim.lr_decay_steps = 100;
+  return optim;
+}
+
+// Trains `parallel` (each DP rank its contiguous share of the step's M micro-batches) and `single` (all of them)
+// 3 steps, on every rank: per step the loss forward_backward reports must be the one-rank loss, every gradient
+// this rank holds (gathered over TP and the distributed optimizer's DP shards) must match, and so must the grad
+// norm; after the third step every weight (the k_proj biases to 1e-2: expect_params_match). `after_backward` runs
+// after each step's forward_backward (checks of the parallel engine's own).
+inline void expect_three_steps_match(engine::TrainEngine& parallel, engine::TrainEngine& single,
+                                     const dist::ParallelContext& context,
+                                     const std::function<void()>& after_backward = {}) {
+  const model::ParamLayout& params = parallel.master_weights().layout();
+  const Tensor gather_staging({parallel.bucket_plan().shard_numel()}, DType::f32);
+  engine::ShardGatherer grad_gatherer(parallel.bucket_plan(), gather_staging, context.dp(), nullptr);
+  const int64_t per_rank = kMicroBatchesPerStep / context.dp().size(), first = context.dp().rank() * per_rank;
+  for (int step = 0; step < 3; ++step) {
+    const std::string at = "step " + std::to_string(step);
+    const double loss = parallel.forward_backward(step_micro_batches(step, first, per_rank), token_mean_nll,
+                                                  engine::ForwardOnly::no)
+                            .loss;
+    const double loss_one = single.forward_backward(step_micro_batches(step, 0, kMicroBatchesPerStep), token_mean_nll,
+                                                    engine::ForwardOnly::no)
+                                .loss;
+    EXPECT_NEAR(loss, loss_one, 1e-5 * std::abs(loss_one)) << at << ": forward_backward's loss is the global loss";
+    if (after_backward) after_backward();
+    parallel.reduce_gradients();
+    single.reduce_gradients();
+    const Tensor grads = clone(parallel.grads().flat(), DType::f32);
+    grad_gatherer.gather(grads);  // the distributed optimizer's reduced shards from every DP rank
+    expect_params_match(params, grads, single.grads(), context.tp(), at + " grads");
+    const double norm = parallel.optimizer_step(), norm_one = single.optimizer_step();
+    EXPECT_NEAR(norm, norm_one, 1e-5 * norm_one) << at << " grad norm";
+  }
+  expect_params_match(params, parallel.master_weights().flat(), single.master_weights(), context.tp(),
+                      "weights after 3 steps", 1e-2);
 }
 
 }  // namespace rf::parallel_testing

@@ -100,13 +100,16 @@ HybridEngine::HybridEngine(const RlConfig& config, const model::ModelConfig& mod
   if (ranks(Role::actor).member())
     actor_ = std::make_unique<engine::TrainEngine>(a.megatron, with_total_steps(a.optim, config), model_config,
                                                    kernels_, parallel(Role::actor), tracker, capacities.actor);
-  // The rollout is the actor's ranks with the actor's TP and compute dtype: it reads the actor's weights
-  // in place, so the sync copies nothing and no second copy is resident. Decided from the config alone, the
+  // The rollout is the actor's ranks with the actor's TP and compute dtype, and the actor holds the whole
+  // model (no pipeline stages): it reads the actor's weights in place, so the sync copies nothing and no
+  // second copy is resident. With actor PP the rollout gets its own whole copy, and the pipeline's stages are
+  // rollout replicas (MEGATRON_PP_AS_DP_PROTO). Decided from the config alone, the
   // same on every rank (the trainer's sync decision is collective).
   const DType rollout_dtype = engine::EngineConfig{.dtype = r.dtype}.compute_dtype();
   const bool shares_actor_weights = ranks(Role::actor).contains(ranks(Role::rollout)) &&
                                     ranks(Role::rollout).contains(ranks(Role::actor)) &&
                                     r.tensor_model_parallel_size == a.megatron.tensor_model_parallel_size &&
+                                    a.megatron.pipeline_model_parallel_size == 1 &&
                                     rollout_dtype == a.megatron.compute_dtype();
   drops_rollout_copy_ = !shares_actor_weights && weight_sync_.colocated() && r.free_cache_engine;
   if (ranks(Role::rollout).member()) {

@@ -39,8 +39,10 @@ MicroBatching role_batching(int64_t mini_batch_responses, std::optional<int64_t>
 }
 
 // A role's data-parallel size from its placement alone (its ranks over its TP size), the same on every rank.
-int64_t role_dp_size(const std::vector<int>& ranks, const dist::ProcessGroup& world, int64_t tp) {
-  return (ranks.empty() ? int64_t(world.size()) : int64_t(ranks.size())) / tp;
+// A role's replicas: its ranks over TP x PP (its pipeline stages share each replica's data).
+int64_t role_dp_size(const std::vector<int>& ranks, const dist::ProcessGroup& world, const engine::EngineConfig& megatron) {
+  return (ranks.empty() ? int64_t(world.size()) : int64_t(ranks.size())) /
+         (megatron.tensor_model_parallel_size * megatron.pipeline_model_parallel_size);
 }
 
 // Tokens an engine's micro-batch may hold: `responses` of the longest documents, or the token budget.
@@ -188,7 +190,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   const std::vector<int>& critic_ranks = placement.critic.empty() ? placement.actor : placement.critic;
   actor_batching_ = role_batching(a.ppo_mini_batch_size * r.sampling.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
                                   a.ppo_max_token_len_per_gpu,
-                                  role_dp_size(placement.actor, world, a.megatron.tensor_model_parallel_size));
+                                  role_dp_size(placement.actor, world, a.megatron));
   const int64_t longest = config.prompt_length() + config.response_length();
   log_prob_batching_ = old_log_prob_batching(r, actor_batching_);
   temperature_ = train_sampling(r, config.response_length(), 0).logprob_temperature();
@@ -207,7 +209,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
     critic_loss_.emplace(critic_loss_config(config));
     critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.sampling.n, config.critic.ppo_micro_batch_size_per_gpu,
                                      config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
-                                     role_dp_size(critic_ranks, world, config.critic.megatron.tensor_model_parallel_size));
+                                     role_dp_size(critic_ranks, world, config.critic.megatron));
     capacities.critic = engine_capacity(critic_batching_, critic_batching_.responses, longest);
   }
   hybrid_ = std::make_unique<HybridEngine>(config, model_config, world, tracker, placement, capacities);

@@ -98,9 +98,11 @@ class RlRoles {
   Metrics sync_weights();
 
   bool has_ref() const { return config_.uses_reference(); }
-  // The actor's data-parallel size (its ranks / its TP size), known on every rank.
+  // The actor's data-parallel size (its ranks / its TP x PP size), known on every rank.
   int64_t actor_dp_size() const {
-    return hybrid_->ranks(Role::actor).size() / config_.actor_rollout_ref.actor.megatron.tensor_model_parallel_size;
+    const engine::EngineConfig& megatron = config_.actor_rollout_ref.actor.megatron;
+    return hybrid_->ranks(Role::actor).size() /
+           (megatron.tensor_model_parallel_size * megatron.pipeline_model_parallel_size);
   }
   // How many world ranks each role runs on, known on every rank (the denominators of MFU).
   struct RankCounts {

@@ -1,0 +1,123 @@
+// Pipeline parallel (with virtual stages, uneven stages, noop layers, TP, SP, DP and the distributed optimizer)
+// against one rank (issue #22 acceptance 1): the same model (same seed), global batch and optimizer, trained 3
+// steps by a TrainEngine split over the pipeline and by a one-rank TrainEngine, on every rank. Per step the loss
+// forward_backward reports must be the one-rank loss on every stage, every gradient this stage holds (gathered
+// over TP and the distributed optimizer's DP shards) must match, and so must the grad norm; after the third step
+// every weight. A forward-only pass (compute_log_prob) returns the one-rank log-probs on every stage. Norm-wise:
+// ||a - b|| <= 1e-5 ||b|| + 1e-8, f32. Micro-batches are packed documents of 13, 12, 9 and 15 tokens.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "dist/parallel_context.h"
+#include "engine/train_engine.h"
+#include "equivalence_checks.h"
+#include "mpi_test_world.h"
+
+namespace rf {
+namespace {
+
+using dist::testing::world;
+using parallel_testing::step_micro_batches;
+
+constexpr int64_t kNumMicroBatches = parallel_testing::kMicroBatchesPerStep;
+
+struct PipelineLayout {
+  std::string name;
+  int pp = 2;
+  int tp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  bool overlap = false;
+  model::Arch arch = model::Arch::llama;
+  bool tied = false;
+  int64_t num_layers = 4;
+  model::PipelineSplitConfig split;
+};
+
+void check_pipeline_matches_one_rank(const PipelineLayout& layout) {
+  SCOPED_TRACE(layout.name);
+  dist::ParallelDims dims;
+  dims.world_size = world().size();
+  dims.tensor_model_parallel_size = layout.tp;
+  dims.pipeline_model_parallel_size = layout.pp;
+  dist::ParallelContext context =
+      dist::ParallelContext::create(dist::RankLayout(dims), world(), layout.sequence_parallel);
+  dist::ParallelContext one_rank = dist::ParallelContext::single_process();
+  engine::EngineConfig engine_config;
+  engine_config.dtype = "float32";
+  engine_config.tensor_model_parallel_size = layout.tp;
+  engine_config.pipeline_model_parallel_size = layout.pp;
+  engine_config.pipeline_split = layout.split;
+  engine_config.sequence_parallel = layout.sequence_parallel;
+  engine_config.use_distributed_optimizer = layout.distributed_optimizer;
+  engine_config.overlap_grad_reduce = layout.overlap;
+  if (layout.overlap) engine_config.bucket_size = 1;  // a bucket per layer
+  engine_config.overlap_param_gather = layout.overlap && layout.distributed_optimizer;
+  engine::EngineConfig one_engine_config;
+  one_engine_config.dtype = "float32";
+  const optim::OptimConfig optim = parallel_testing::equivalence_optim();
+  kernels::KernelRegistry kernels;
+  MemoryTracker tracker, one_tracker;
+  model::ModelConfig config = parallel_testing::small_model_config(layout.arch, layout.tied, 2, layout.num_layers);
+  engine::TrainEngine parallel(engine_config, optim, config, kernels, context, tracker, 64);
+  engine::TrainEngine single(one_engine_config, optim, config, kernels, one_rank, one_tracker, 64);
+  parallel.init_random_weights(3);
+  single.init_random_weights(3);
+  EXPECT_LT(parallel.master_weights().layout().num_parameters(), single.master_weights().layout().num_parameters())
+      << "a stage holds a part of the model";
+  parallel_testing::expect_three_steps_match(parallel, single, context);
+  const int64_t per_rank = kNumMicroBatches / context.dp().size(), first = context.dp().rank() * per_rank;
+  // Forward only: the last stage's log-probs, on every stage.
+  const auto logp_pp = parallel.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0,
+                                                 model::EntropyOutput::compute);
+  const auto logp_one = single.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0,
+                                                model::EntropyOutput::compute);
+  ASSERT_EQ(logp_pp.size(), logp_one.size());
+  for (size_t i = 0; i < logp_pp.size(); ++i)
+    for (const char* key : {"log_probs", "entropy"}) {
+      const TensorView a = logp_pp[i].get(key), b = logp_one[i].get(key);
+      ASSERT_EQ(a.shape(), b.shape()) << key;
+      Tensor diff(a.shape(), DType::f64);
+      for (int64_t n = 0; n < a.numel(); ++n) store_f64(diff, n, load_f64(a, n) - load_f64(b, n));
+      EXPECT_LE(parallel_testing::norm(diff), 1e-5 * parallel_testing::norm(b) + 1e-8) << key << " mb " << i;
+    }
+}
+
+std::vector<PipelineLayout> layouts_for(int world_size) {
+  std::vector<PipelineLayout> out;
+  model::PipelineSplitConfig vpp2;
+  vpp2.virtual_pipeline_model_parallel_size = 2;
+  model::PipelineSplitConfig uneven;
+  uneven.num_layers_in_first_pipeline_stage = 1;  // 1 + 4 of 5 layers
+  model::PipelineSplitConfig noop;
+  noop.noop_layers = {1, 4};  // 4 real layers + 2 noop = 6 global: stage 0 holds HF 0-1, stage 1 HF 2-3
+  if (world_size == 2) {
+    out.push_back({.name = "PP2 llama"});
+    out.push_back({.name = "PP2 qwen3 tied", .arch = model::Arch::qwen3, .tied = true});
+    out.push_back({.name = "PP2 x VPP2 qwen2 tied", .arch = model::Arch::qwen2, .tied = true, .split = vpp2});
+    out.push_back({.name = "PP2 uneven 1 + 4", .num_layers = 5, .split = uneven});
+    out.push_back({.name = "PP2 noop layers [1, 4]", .tied = true, .split = noop});
+  } else {
+    out.push_back({.name = "PP4 qwen3 tied", .pp = 4, .arch = model::Arch::qwen3, .tied = true});
+    out.push_back({.name = "PP2 x VPP2 x DP2", .split = vpp2});
+    out.push_back({.name = "TP2 x PP2 qwen2", .tp = 2, .arch = model::Arch::qwen2});
+    out.push_back({.name = "TP2 x PP2 +SP qwen3 tied", .tp = 2, .sequence_parallel = true, .arch = model::Arch::qwen3,
+                   .tied = true});
+    out.push_back({.name = "PP2 x DP2 +distributed optimizer tied", .distributed_optimizer = true, .tied = true});
+    out.push_back({.name = "PP2 x DP2 +distributed optimizer +overlap tied",
+                   .distributed_optimizer = true,
+                   .overlap = true,
+                   .tied = true});
+  }
+  return out;
+}
+
+TEST(PipelineParallel, TrainsLikeOneRank) {
+  ASSERT_TRUE(world().size() == 2 || world().size() == 4) << "the layouts are written for 2 and 4 ranks";
+  for (const PipelineLayout& layout : layouts_for(world().size())) check_pipeline_matches_one_rank(layout);
+}
+
+}  // namespace
+}  // namespace rf
