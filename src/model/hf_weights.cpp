@@ -15,6 +15,7 @@ bool is_head_param(const std::string& name) { return name == "lm_head.weight" ||
 
 bool ignorable(const std::string& name, const ParamLayout& layout, HeadWeights head) {
   if (name.ends_with("rotary_emb.inv_freq")) return true;
+  if (layout.in_model(name) && !layout.contains(name)) return true;  // another pipeline stage's
   if (head == HeadWeights::fresh && is_head_param(name)) return true;
   return name == "lm_head.weight" && !layout.contains("lm_head.weight");  // tied: the embedding is used
 }

@@ -105,6 +105,7 @@ ParamLayout ParamLayout::for_stage(const ModelConfig& c, const TensorParallelSha
   int64_t stream = 0;
   auto param = [&](bool held, std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated,
                    int64_t padded_extent = 0) {
+    layout.model_names_.insert(name);
     if (held) {
       layout.add(std::move(name), hf_shape, split, padded_extent);
       layout.entries_.back().stream = stream;

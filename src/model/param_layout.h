@@ -23,6 +23,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/shape.h"
@@ -76,6 +77,9 @@ class ParamLayout {
   void add(std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated, int64_t padded_extent = 0);
   // Whole-model layouts hold every parameter; a pipeline stage's only its parts.
   bool holds_embedding() const { return contains("model.embed_tokens.weight"); }
+  // A parameter of the whole model, which this layout may hold only a pipeline stage's part of (loaders skip
+  // the other stages' tensors).
+  bool in_model(const std::string& name) const { return model_names_.count(name) != 0; }
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& entry(const std::string& name) const;  // throws naming the parameter
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
@@ -89,6 +93,7 @@ class ParamLayout {
   int64_t padded_vocab_ = 0;
   std::vector<ParamEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
+  std::unordered_set<std::string> model_names_;
   int64_t total_numel_ = 0;
 };
 
