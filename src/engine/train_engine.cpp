@@ -292,6 +292,12 @@ model::CausalLm& TrainEngine::model() {
   return *chunks_[0];
 }
 
+std::vector<int64_t> TrainEngine::activation_slot_bytes() const {
+  std::vector<int64_t> bytes;
+  for (const auto& chunk : chunks_) bytes.push_back(chunk->slot_bytes());
+  return bytes;
+}
+
 void TrainEngine::reserve_slots(const std::vector<int64_t>& slots_per_chunk) {
   for (size_t v = 0; v < chunks_.size(); ++v) chunks_[v]->reserve_slots(slots_per_chunk[v]);
   const model::CausalLm& last = *chunks_.back();

@@ -182,6 +182,9 @@ class TrainEngine {
   // is offloaded again. The whole model: pipeline size 1 only (an Error naming the size otherwise).
   model::CausalLm& model();
   const model::PipelineSplit& pipeline_split() const { return split_; }
+  // Per chunk of this stage, the activation bytes one micro-batch in flight holds (what the pipeline simulator
+  // weighs in-flight micro-batches by).
+  std::vector<int64_t> activation_slot_bytes() const;
   const model::ModelConfig& model_config() const { return model_config_; }
   // Complete: waits for an overlapped parameter all-gather still in flight.
   const model::ParamStore& master_weights() const {

@@ -131,6 +131,19 @@ void CausalLm::reserve_slot(Activations& a) {
     value_head_.reserve(a.value, value_scratch_, N, dtype, activations_account_, workspace_account_);
 }
 
+int64_t CausalLm::slot_bytes() {
+  int64_t bytes = 0;
+  const auto add = [&bytes](Tensor& t) { bytes += int64_t(t.allocated_bytes()); };
+  Activations& a = slot(0);
+  for (Tensor& t : a.residual) add(t);
+  for (Tensor& t : a.mid) add(t);
+  for (AttentionSaved& saved : a.attention) saved.for_each_tensor(add);
+  for (MlpSaved& saved : a.mlp) saved.for_each_tensor(add);
+  a.head.for_each_tensor(add);
+  a.value.for_each_tensor(add);
+  return bytes;
+}
+
 CausalLm::Activations& CausalLm::slot(int64_t index) {
   RF_CHECK(index >= 0 && index < int64_t(slots_.size()), "activation slot {} of the {} reserved", index,
            slots_.size());

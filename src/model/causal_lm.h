@@ -64,6 +64,8 @@ class CausalLm {
   // More slots (never fewer), of reserve's size; those already there keep their contents.
   void reserve_slots(int64_t slots);
   int64_t num_slots() const { return int64_t(slots_.size()); }
+  // What one slot holds (the tracker's activations bytes per micro-batch in flight).
+  int64_t slot_bytes();
   // The activations and the backward's workspace (what reserve allocated) given back to the OS while the
   // model is idle (false) and taken again (true): Tensor::set_resident, so no address changes and the
   // tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved

@@ -8,9 +8,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "dist/parallel_context.h"
+#include "engine/pipeline/pipeline_simulator.h"
 #include "engine/train_engine.h"
 #include "equivalence_checks.h"
 #include "mpi_test_world.h"
@@ -117,6 +120,65 @@ std::vector<PipelineLayout> layouts_for(int world_size) {
 TEST(PipelineParallel, TrainsLikeOneRank) {
   ASSERT_TRUE(world().size() == 2 || world().size() == 4) << "the layouts are written for 2 and 4 ranks";
   for (const PipelineLayout& layout : layouts_for(world().size())) check_pipeline_matches_one_rank(layout);
+}
+
+// Issue #22 acceptance 4: the simulator's peak in-flight activations per stage (each micro-batch-chunk weighed by
+// the bytes its activation slot holds) against the tracker's activation peak on a real step, PP = every rank,
+// 8 micro-batches, with and without virtual stages. The tracker also counts the transfer buffers in flight.
+// Each chunk keeps the slots of its own peak in flight, so with virtual stages a stage holds the sum of its chunks'
+// peaks, more than the simulator's peak of their sum (whose chunks peak at different times): that sum is what the
+// tracker must show, and the simulator's peak a lower bound of it (docs/parallel.md gives the numbers).
+TEST(PipelineParallel, ActivationPeakMatchesTheSimulator) {
+  const int pp = world().size();
+  for (int64_t vp : {1, 2}) {
+    SCOPED_TRACE(fmt::format("PP{} x VPP{}", pp, vp));
+    dist::ParallelDims dims;
+    dims.world_size = pp;
+    dims.pipeline_model_parallel_size = pp;
+    dist::ParallelContext context = dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
+    engine::EngineConfig engine_config;
+    engine_config.dtype = "float32";
+    engine_config.pipeline_model_parallel_size = pp;
+    if (vp > 1) engine_config.pipeline_split.virtual_pipeline_model_parallel_size = vp;
+    kernels::KernelRegistry kernels;
+    MemoryTracker tracker;
+    engine::TrainEngine engine(engine_config, parallel_testing::equivalence_optim(),
+                               parallel_testing::small_model_config(model::Arch::llama, false, 2, 2 * pp * vp), kernels,
+                               context, tracker, 64);
+    engine.init_random_weights(3);
+    const std::vector<int64_t> slot_bytes = engine.activation_slot_bytes();
+    std::vector<engine::TensorMap> micro_batches = step_micro_batches(0, 0, kNumMicroBatches);
+    for (engine::TensorMap& mb : step_micro_batches(1, 0, kNumMicroBatches)) micro_batches.push_back(std::move(mb));
+    engine.forward_backward(micro_batches, parallel_testing::token_mean_nll, engine::ForwardOnly::no);
+    const int64_t measured = tracker.peak(MemoryTier::device, MemoryCategory::activations);
+
+    const engine::pipeline::PipelineSchedule schedule = engine::pipeline::make_pipeline_schedule(
+        {.num_stages = pp, .num_chunks = vp, .num_microbatches = int64_t(micro_batches.size())});
+    engine::pipeline::PipelineCosts costs = engine::pipeline::uniform_costs(pp, vp, 1.0, 2.0);
+    costs.activation_bytes.assign(size_t(pp), slot_bytes);  // this stage's row is the one its report reads
+    const int stage = context.pp().rank();
+    const int64_t simulated =
+        engine::pipeline::simulate_pipeline(schedule, costs).stages[size_t(stage)].peak_activation_bytes;
+    // Each chunk's own peak in flight, from the stage's list.
+    std::vector<int64_t> in_flight(size_t(vp), 0), peak(size_t(vp), 0);
+    for (const engine::pipeline::PipelineAction& a : schedule.stages[size_t(stage)]) {
+      if (a.kind == engine::pipeline::ActionKind::forward)
+        peak[size_t(a.chunk)] = std::max(peak[size_t(a.chunk)], ++in_flight[size_t(a.chunk)]);
+      if (a.kind == engine::pipeline::ActionKind::backward) --in_flight[size_t(a.chunk)];
+    }
+    int64_t per_chunk_peaks = 0;
+    for (int64_t v = 0; v < vp; ++v) per_chunk_peaks += peak[size_t(v)] * slot_bytes[size_t(v)];
+    EXPECT_NEAR(double(measured), double(per_chunk_peaks), 0.1 * double(per_chunk_peaks))
+        << "stage " << stage << ": tracker " << measured << " B, chunks' peaks " << per_chunk_peaks << " B";
+    EXPECT_LE(simulated, per_chunk_peaks);
+    if (vp == 1) {
+      EXPECT_NEAR(double(measured), double(simulated), 0.1 * double(simulated))
+          << "stage " << stage << ": tracker " << measured << " B, simulator " << simulated << " B";
+    }
+    if (world().rank() == stage)
+      std::fprintf(stderr, "activation peak PP%d x VPP%ld stage %d: tracker %ld B, simulator %ld B (%.3f)\n", pp, long(vp),
+                   stage, long(measured), long(simulated), double(measured) / double(simulated));
+  }
 }
 
 }  // namespace
