@@ -1,10 +1,11 @@
 // Training-step throughput of TrainEngine on several ranks at the same global batch: one rank, data
-// parallel, tensor parallel. Run it alone for one rank, under `mpirun -np W` for W ranks (TP = --tp,
-// DP = W / TP); bench/run_parallel_train_step_bench.sh runs the cases and prints the ratios to one rank.
-//   usage: parallel_train_step_bench [--config large|tiny] [--tp N] [--steps N] [--threads N]
-//                                    [--distributed-optimizer 0|1] [--overlap 0|1]
+// parallel, tensor parallel, pipeline parallel. Run it alone for one rank, under `mpirun -np W` for W ranks
+// (TP = --tp, PP = --pp, DP = W / (TP PP)); bench/run_parallel_train_step_bench.sh runs the cases and prints the
+// ratios to one rank.
+//   usage: parallel_train_step_bench [--config large|tiny] [--tp N] [--pp N] [--vpp N] [--micro-batches M]
+//                                    [--steps N] [--threads N] [--distributed-optimizer 0|1] [--overlap 0|1]
 // The global batch is B rows of T random tokens (train_step_setup.h); DP rank r runs rows
-// [r B/DP, (r+1) B/DP) as one micro-batch, the TP ranks of a DP rank the same rows. A step is
+// [r B/DP, (r+1) B/DP) as M micro-batches of equal rows (default 1), the TP and PP ranks of a DP rank the same rows. A step is
 // forward_backward, reduce_gradients, optimizer_step and lr_step, f32. reduce_gradients is timed on its
 // own: it is the gradient communication left exposed after the last backward (waiting for the DP
 // buckets, all of them without --overlap, and the TP sums). Every time is the slowest rank's; after
@@ -35,6 +36,9 @@ constexpr int kWarmupSteps = 2;
 struct Options {
   std::string config = "large";
   int tp = 1;
+  int pp = 1;
+  int vpp = 1;
+  int micro_batches = 1;
   int num_steps = 5;
   int num_threads = 0;  // 0: OMP_NUM_THREADS, else one per core
   bool distributed_optimizer = false;
@@ -59,6 +63,12 @@ Options parse_options(int argc, char** argv) {
       o.config = value;
     } else if (flag == "--tp") {
       o.tp = std::max(1, parse_count(flag, value));
+    } else if (flag == "--pp") {
+      o.pp = std::max(1, parse_count(flag, value));
+    } else if (flag == "--vpp") {
+      o.vpp = std::max(1, parse_count(flag, value));
+    } else if (flag == "--micro-batches") {
+      o.micro_batches = std::max(1, parse_count(flag, value));
     } else if (flag == "--steps") {
       o.num_steps = std::max(1, parse_count(flag, value));
     } else if (flag == "--threads") {
@@ -68,8 +78,8 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--overlap") {
       o.overlap = parse_count(flag, value) != 0;
     } else {
-      throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --steps, --threads, "
-                                  "--distributed-optimizer, --overlap)");
+      throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --pp, --vpp, --micro-batches, --steps, "
+                                  "--threads, --distributed-optimizer, --overlap)");
     }
   }
   return o;
@@ -91,6 +101,7 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   rf::dist::ParallelDims dims;
   dims.world_size = world->size();
   dims.tensor_model_parallel_size = options.tp;
+  dims.pipeline_model_parallel_size = options.pp;
   rf::dist::ParallelContext parallel = rf::dist::ParallelContext::create(rf::dist::RankLayout(dims), *world, false);
   const int dp = parallel.dp().size();
   const rf::bench::BenchShape shape = rf::bench::bench_shape(options.config);
@@ -98,10 +109,16 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
     throw rf::ConfigError("--tp", "a data-parallel size of " + std::to_string(dp) + " does not divide the " +
                                       std::to_string(shape.B) + " rows of the global batch");
   const int64_t rows = shape.B / dp;
+  if (rows % options.micro_batches != 0)
+    throw rf::ConfigError("--micro-batches", std::to_string(options.micro_batches) + " does not divide a DP rank's " +
+                                                 std::to_string(rows) + " rows");
+  const int64_t rows_per_micro_batch = rows / options.micro_batches;
 
   rf::engine::EngineConfig engine_config;
   engine_config.dtype = "float32";
   engine_config.tensor_model_parallel_size = options.tp;
+  engine_config.pipeline_model_parallel_size = options.pp;
+  if (options.vpp > 1) engine_config.pipeline_split.virtual_pipeline_model_parallel_size = options.vpp;
   engine_config.use_distributed_optimizer = options.distributed_optimizer && dp > 1;
   engine_config.overlap_grad_reduce = options.overlap && dp > 1;
   if (engine_config.overlap_grad_reduce) engine_config.bucket_size = 4'000'000;  // ~ a layer and a half (large)
@@ -110,15 +127,18 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   optim_config.total_training_steps = kWarmupSteps + options.num_steps;
   rf::MemoryTracker tracker;
   rf::engine::TrainEngine engine(engine_config, optim_config, rf::bench::bench_model_config(shape), kernels, parallel,
-                                 tracker, rows * shape.T);
+                                 tracker, rows_per_micro_batch * shape.T);
   engine.init_random_weights(engine_config.seed);
   if (leader)
-    std::printf("# %ld parameters, global batch %ld x %ld tokens, TP %d x DP %d, %zu gradient buckets\n",
-                long(engine.num_parameters()), long(shape.B), long(shape.T), options.tp, dp,
-                engine.bucket_plan().buckets().size());
+    std::printf("# %ld parameters on rank 0, global batch %ld x %ld tokens, TP %d x PP %d (VPP %d) x DP %d, %d "
+                "micro-batches per DP rank, %zu gradient buckets\n",
+                long(engine.num_parameters()), long(shape.B), long(shape.T), options.tp, options.pp, options.vpp, dp,
+                options.micro_batches, engine.bucket_plan().buckets().size());
 
   std::vector<rf::engine::TensorMap> micro_batches;
-  micro_batches.push_back(rf::bench::random_rows(shape, parallel.dp().rank() * rows, rows));
+  for (int64_t m = 0; m < options.micro_batches; ++m)
+    micro_batches.push_back(
+        rf::bench::random_rows(shape, parallel.dp().rank() * rows + m * rows_per_micro_batch, rows_per_micro_batch));
   std::vector<double> step_s, fb_s, exposed_s, optimizer_s;
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
@@ -145,10 +165,12 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   }
   const double step = median(step_s), exposed = median(exposed_s);
   if (leader) {
-    std::printf("parallel_train_step config=%s world=%d tp=%d dp=%d threads=%d distributed_optimizer=%d overlap=%d "
+    std::printf("parallel_train_step config=%s world=%d tp=%d pp=%d vpp=%d dp=%d micro_batches=%d threads=%d "
+                "distributed_optimizer=%d overlap=%d "
                 "global_tokens=%ld step_ms=%.1f tok_s=%.1f fb_ms=%.1f exposed_comm_ms=%.1f exposed_pct=%.2f "
                 "optimizer_ms=%.1f\n",
-                options.config.c_str(), world->size(), options.tp, dp, pool.num_threads(),
+                options.config.c_str(), world->size(), options.tp, options.pp, options.vpp, dp, options.micro_batches,
+                pool.num_threads(),
                 int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
                 long(shape.B * shape.T), step * 1e3, double(shape.B * shape.T) / step, median(fb_s) * 1e3,
                 exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3);

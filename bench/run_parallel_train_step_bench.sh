@@ -7,6 +7,10 @@
 #   DP2 x 1 thread, overlap + distributed optimizer
 #   DP2 x 1 thread, one bucket after the backward
 #   TP2 x 1 thread
+# then, at 8 micro-batches of 1 x 256 tokens (what a pipeline needs to fill), against one rank at the same:
+#   one rank x 2 threads                        (the pipeline cases' baseline)
+#   PP2 x 1 thread (1F1B: bubble (P-1)/M = 1/8 on paper)
+#   PP2 x VPP2 x 1 thread (interleaved: 1/16 on paper)
 #   usage: bench/run_parallel_train_step_bench.sh   (build first: ninja -C build/release parallel_train_step_bench)
 #   env:   BUILD_DIR (default build/release), STEPS (default 5), CONFIG (default large),
 #          QUIET_WAIT_S (default 600: how long each case may wait for a quiet machine)
@@ -55,3 +59,7 @@ run_case dp2_x1thread_overlap_distopt mpirun "${mpirun_flags[@]}" -np 2 "$bin" -
   --distributed-optimizer 1
 run_case dp2_x1thread_no_overlap mpirun "${mpirun_flags[@]}" -np 2 "$bin" --threads 1 --overlap 0
 run_case tp2_x1thread mpirun "${mpirun_flags[@]}" -np 2 "$bin" --threads 1 --tp 2
+baseline=""
+OMP_NUM_THREADS=2 run_case one_rank_x2threads_mb8 "$bin" --threads 2 --micro-batches 8
+run_case pp2_x1thread_mb8 mpirun "${mpirun_flags[@]}" -np 2 "$bin" --threads 1 --pp 2 --micro-batches 8
+run_case pp2_vpp2_x1thread_mb8 mpirun "${mpirun_flags[@]}" -np 2 "$bin" --threads 1 --pp 2 --vpp 2 --micro-batches 8
