@@ -143,20 +143,6 @@ model::ModelSpan chunk_span(const model::PipelineSplit& split, int64_t pp_rank, 
   return span;
 }
 
-// The most micro-batches each chunk holds between forward and backward in `actions` (1 when it holds none).
-std::vector<int64_t> slots_needed(const pipeline::StageActions& actions, int64_t num_chunks, ForwardOnly forward_only) {
-  std::vector<int64_t> in_flight(size_t(num_chunks), 0), most(size_t(num_chunks), 1);
-  for (const pipeline::PipelineAction& a : actions) {
-    if (a.kind == pipeline::ActionKind::forward && forward_only == ForwardOnly::no) {
-      int64_t& n = in_flight[size_t(a.chunk)];
-      most[size_t(a.chunk)] = std::max(most[size_t(a.chunk)], ++n);
-    } else if (a.kind == pipeline::ActionKind::backward) {
-      --in_flight[size_t(a.chunk)];
-    }
-  }
-  return most;
-}
-
 // Without overlap one bucket (Megatron's choice: nothing to overlap it with); sharded over DP with the
 // distributed optimizer (at DP 1 it owns everything, the same as without).
 optim::BucketPlan make_bucket_plan(const EngineConfig& config, const model::ParamLayout& layout,
@@ -261,7 +247,18 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
   }
   chunk_grads_written_.assign(size_t(num_chunks), 0);
   grad_sync_enabled_.assign(size_t(num_chunks), 0);
-  reserve_slots(std::vector<int64_t>(size_t(num_chunks), 1));
+  // One pool per chunk shape, each with one micro-batch's room (what a step without pipelining needs).
+  std::vector<std::pair<int64_t, bool>> keys;
+  for (int64_t v = 0; v < num_chunks; ++v) {
+    const auto key = chunks_[size_t(v)]->shape_key();
+    const auto found = std::find(keys.begin(), keys.end(), key);
+    pool_of_chunk_.push_back(size_t(found - keys.begin()));
+    if (found == keys.end()) {
+      keys.push_back(key);
+      pools_.emplace_back();
+      release_saved(v, acquire_saved(v));
+    }
+  }
   params_offload_.add(master_.storage());
   if (compute_copy_) params_offload_.add(compute_copy_->storage());
   grads_offload_.add(grads_.storage());
@@ -294,25 +291,43 @@ model::CausalLm& TrainEngine::model() {
 
 std::vector<int64_t> TrainEngine::activation_slot_bytes() const {
   std::vector<int64_t> bytes;
-  for (const auto& chunk : chunks_) bytes.push_back(chunk->slot_bytes());
+  for (size_t pool : pool_of_chunk_) bytes.push_back(pools_[pool].all.front()->activations.bytes());
   return bytes;
 }
 
-void TrainEngine::reserve_slots(const std::vector<int64_t>& slots_per_chunk) {
-  for (size_t v = 0; v < chunks_.size(); ++v) chunks_[v]->reserve_slots(slots_per_chunk[v]);
-  const model::CausalLm& last = *chunks_.back();
-  if (!last.span().post_process) return;
-  const TensorAccount account{&tracker_, MemoryTier::device, MemoryCategory::workspace};
-  const bool lm = model_config_.head == model::HeadKind::lm;
-  while (int64_t(output_grads_.size()) < last.num_slots()) {
-    OutputGradSlot& slot = output_grads_.emplace_back();
-    if (lm) {
-      slot.dlogp_N = Tensor({max_tokens_}, DType::f32, account);
-      slot.dentropy_N = Tensor({max_tokens_}, DType::f32, account);
-    } else {
-      slot.dvalues_N = Tensor({max_tokens_}, DType::f32, account);
+TrainEngine::SavedMicroBatch& TrainEngine::acquire_saved(int64_t chunk) {
+  ActivationPool& pool = pools_[pool_of_chunk_[size_t(chunk)]];
+  if (pool.free.empty()) {
+    auto saved = std::make_unique<SavedMicroBatch>();
+    saved->activations = chunks_[size_t(chunk)]->make_activations();
+    if (chunks_[size_t(chunk)]->span().post_process) {
+      const TensorAccount account{&tracker_, MemoryTier::device, MemoryCategory::workspace};
+      const bool lm = model_config_.head == model::HeadKind::lm;
+      saved->dlogp_N = lm ? Tensor({max_tokens_}, DType::f32, account) : Tensor();
+      saved->dentropy_N = lm ? Tensor({max_tokens_}, DType::f32, account) : Tensor();
+      saved->dvalues_N = lm ? Tensor() : Tensor({max_tokens_}, DType::f32, account);
     }
+    pool.free.push_back(saved.get());
+    pool.all.push_back(std::move(saved));
   }
+  SavedMicroBatch& saved = *pool.free.back();
+  pool.free.pop_back();
+  return saved;
+}
+
+void TrainEngine::release_saved(int64_t chunk, SavedMicroBatch& saved) {
+  pools_[pool_of_chunk_[size_t(chunk)]].free.push_back(&saved);
+}
+
+model::OutputGrads TrainEngine::output_grads(SavedMicroBatch& saved, int64_t N, model::EntropyOutput entropy) const {
+  model::OutputGrads grads;
+  if (model_config_.head == model::HeadKind::lm) {
+    grads.dlogp_N = saved.dlogp_N.view().slice(0, 0, N);
+    if (entropy == model::EntropyOutput::compute) grads.dentropy_N = saved.dentropy_N.view().slice(0, 0, N);
+  } else {
+    grads.dvalues_N = saved.dvalues_N.view().slice(0, 0, N);
+  }
+  return grads;
 }
 
 bool TrainEngine::sums_embedding_over_pipeline() const {
@@ -334,8 +349,7 @@ void TrainEngine::offload(OffloadSet parts) {
     grads_offload_.offload(grads_zeroed_ ? OffloadContents::discard : OffloadContents::keep);
   }
   if (parts.optimizer) optimizer_offload_.offload(OffloadContents::keep);
-  if (parts.activations)
-    for (auto& chunk : chunks_) chunk->set_activations_resident(false);
+  if (parts.activations) set_activations_resident(false);
 }
 
 void TrainEngine::onload(OffloadSet parts) { onload_for(parts); }
@@ -344,8 +358,19 @@ void TrainEngine::onload_for(OffloadSet needed) const {
   if (needed.params) params_offload_.onload();
   if (needed.grads) grads_offload_.onload();
   if (needed.optimizer) optimizer_offload_.onload();
-  if (needed.activations)
-    for (auto& chunk : chunks_) chunk->set_activations_resident(true);
+  if (needed.activations) set_activations_resident(true);
+}
+
+void TrainEngine::set_activations_resident(bool resident) const {
+  if (chunks_[0]->activations_resident() == resident) return;
+  for (const auto& chunk : chunks_) chunk->set_activations_resident(resident);
+  for (const ActivationPool& pool : pools_)
+    for (const auto& saved : pool.all) {
+      saved->activations.for_each_tensor([resident](Tensor& t) {
+        if (!t.empty()) t.set_resident(resident);
+      });
+      saved->activations.forward_done = false;
+    }
 }
 
 OffloadSet TrainEngine::offloaded() const {
@@ -391,18 +416,6 @@ void TrainEngine::load_hf_backbone(const std::string& model_dir, uint64_t seed) 
   complete_param_gather(master_.layout().total_numel());
   model::load_hf_backbone(master_, model_config_, model_dir, seed);
   sync_compute_weights();
-}
-
-model::OutputGrads TrainEngine::output_grads(int64_t slot, int64_t N, model::EntropyOutput entropy) {
-  OutputGradSlot& buffers = output_grads_.at(size_t(slot));
-  model::OutputGrads grads;
-  if (model_config_.head == model::HeadKind::lm) {
-    grads.dlogp_N = buffers.dlogp_N.view().slice(0, 0, N);
-    if (entropy == model::EntropyOutput::compute) grads.dentropy_N = buffers.dentropy_N.view().slice(0, 0, N);
-  } else {
-    grads.dvalues_N = buffers.dvalues_N.view().slice(0, 0, N);
-  }
-  return grads;
 }
 
 namespace {
@@ -464,17 +477,13 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
                                       .pass = pass};
   const int64_t stage = parallel_.pp().rank();
   const pipeline::StageActions actions = pipeline::make_pipeline_schedule(shape).stages[size_t(stage)];
-  reserve_slots(slots_needed(actions, split_.vp_size, forward_only));
 
   // Every micro-batch's inputs, alive until the schedule ends (sequence parallel may pad them).
   std::vector<std::optional<model::PackedSequences>> padded(static_cast<size_t>(M));
   std::vector<model::ModelInputs> inputs;
   for (int64_t i = 0; i < M; ++i) inputs.push_back(micro_batch_inputs(micro_batches[size_t(i)], temperature, parallel_, padded[size_t(i)]));
-  // Free activation slots per chunk, and the slot each micro-batch in flight holds.
-  std::vector<std::vector<int64_t>> free_slots(chunks_.size());
-  for (size_t v = 0; v < chunks_.size(); ++v)
-    for (int64_t k = chunks_[v]->num_slots(); k-- > 0;) free_slots[v].push_back(k);
-  std::map<std::pair<int64_t, int64_t>, int64_t> slot_of;
+  // What each (micro-batch, chunk) in flight saved.
+  std::map<std::pair<int64_t, int64_t>, SavedMicroBatch*> saved_of;
   std::vector<double> micro_batch_loss(size_t(M), 0.0);
   std::vector<std::string> output_lead(static_cast<size_t>(M));
   if (forward_only == ForwardOnly::yes) result.outputs.resize(size_t(M));
@@ -489,19 +498,17 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     model::CausalLm& chunk = *chunks_[size_t(v)];
     const TensorMap& mb = micro_batches[size_t(i)];
     const int64_t N = mb.num_tokens();
-    const int64_t slot = free_slots[size_t(v)].back();
-    free_slots[size_t(v)].pop_back();
+    SavedMicroBatch& saved = acquire_saved(v);
     model::ModelInputs in = inputs[size_t(i)];
     in.hidden_NC = input;
-    const model::ModelOutputs run = chunk.forward(in, entropy, slot);
+    const model::ModelOutputs run = chunk.forward(in, entropy, saved.activations);
     if (v == 0) result.num_tokens += N;
-    if (forward_only == ForwardOnly::yes)
-      free_slots[size_t(v)].push_back(slot);  // nothing to keep: the executor copies what it sends
-    else
-      slot_of[{i, v}] = slot;
+    // Forward only, nothing is kept: the executor copies what it sends before the next action.
+    if (forward_only == ForwardOnly::yes) release_saved(v, saved);
+    else saved_of[{i, v}] = &saved;
     if (!chunk.span().post_process) return run.hidden_NC;
     const model::ModelOutputs out = first_tokens(run, N);
-    const model::OutputGrads run_grads = output_grads(slot, in.seq_len, entropy);
+    const model::OutputGrads run_grads = output_grads(saved, in.seq_len, entropy);
     for (TensorView grad : {run_grads.dlogp_N, run_grads.dentropy_N, run_grads.dvalues_N})
       if (!grad.empty()) fill_zero(grad);
     const model::OutputGrads loss_grads = first_tokens(run_grads, N);
@@ -522,20 +529,20 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   };
   work.backward = [&](int64_t i, int64_t v, TensorView output_grad) -> TensorView {
     model::CausalLm& chunk = *chunks_[size_t(v)];
-    const int64_t slot = slot_of.at({i, v});
-    slot_of.erase({i, v});
+    SavedMicroBatch& saved = *saved_of.at({i, v});
+    saved_of.erase({i, v});
     model::OutputGrads grads;
     if (chunk.span().post_process)
-      grads = output_grads(slot, inputs[size_t(i)].seq_len, entropy);
+      grads = output_grads(saved, inputs[size_t(i)].seq_len, entropy);
     else
       grads.dhidden_NC = output_grad;
     // The first backward after the gradients were zeroed writes the linear weights' gradients instead of
     // adding them (the same values, without reading the zeros); a chunk's weights are its own.
     char& written = chunk_grads_written_[size_t(v)];
-    chunk.backward(grads, written ? kernels::Accumulate::add : kernels::Accumulate::overwrite, slot);
+    chunk.backward(grads, written ? kernels::Accumulate::add : kernels::Accumulate::overwrite, saved.activations);
     written = 1;
     grads_zeroed_ = false;
-    free_slots[size_t(v)].push_back(slot);
+    release_saved(v, saved);
     if (config_.check_for_nan_in_loss_and_grad)
       findings_.note(i, M, micro_batch_loss[size_t(i)], std::move(output_lead[size_t(i)]), chunk.input_grad());
     return chunk.span().pre_process ? TensorView() : chunk.input_grad();

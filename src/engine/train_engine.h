@@ -221,11 +221,22 @@ class TrainEngine {
   // counts the step and returns false.
   bool step_is_finite(double grad_norm, std::string_view update);
   void zero_step_gradients();  // after a step, applied or not
-  // The heads of activation slot `slot`'s output-gradient buffers (of the last chunk) for a run of N tokens:
-  // those of the model's outputs.
-  model::OutputGrads output_grads(int64_t slot, int64_t N, model::EntropyOutput entropy);
-  // Activation slots for a schedule's in-flight micro-batches, per chunk (and the last chunk's output grads).
-  void reserve_slots(const std::vector<int64_t>& slots_per_chunk);
+  // What a micro-batch in flight holds on a chunk: its activations and, with the head, the loss's gradients of
+  // the model's outputs (an LM's dlogp and dentropy, or a value model's dvalues).
+  struct SavedMicroBatch {
+    model::CausalLm::Activations activations;
+    Tensor dlogp_N, dentropy_N, dvalues_N;
+  };
+  // Pooled over the stage's chunks of one shape (CausalLm::shape_key): the chunks of an interleaved stage peak at
+  // different times, and a shared pool holds only their live peak. Grown on demand, never shrunk.
+  struct ActivationPool {
+    std::vector<std::unique_ptr<SavedMicroBatch>> all;
+    std::vector<SavedMicroBatch*> free;
+  };
+  SavedMicroBatch& acquire_saved(int64_t chunk);
+  void release_saved(int64_t chunk, SavedMicroBatch& saved);
+  // The heads of `saved`'s output-gradient buffers for a run of N tokens: those of the model's outputs.
+  model::OutputGrads output_grads(SavedMicroBatch& saved, int64_t N, model::EntropyOutput entropy) const;
   // The last stage's loss, metrics and forward-only outputs, on every stage of the pipeline.
   void share_results_over_pipeline(ForwardBackwardResult& result, const std::vector<TensorMap>& micro_batches,
                                    ForwardOnly forward_only, model::EntropyOutput entropy);
@@ -237,6 +248,9 @@ class TrainEngine {
   void complete_param_gather(int64_t end) const;
   // Onloads what of `needed` is offloaded. Logically const: the contents are what they were.
   void onload_for(OffloadSet needed) const;
+  // Every chunk's activations and workspace and the pooled micro-batches' activations given back to the OS
+  // (false) or taken again (true). Logically const, as onload_for: a pass's activations are dead once it ends.
+  void set_activations_resident(bool resident) const;
 
   EngineConfig config_;
   model::ModelConfig model_config_;
@@ -266,11 +280,8 @@ class TrainEngine {
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;
   int64_t max_tokens_ = 0;  // a micro-batch's, padded for sequence parallel
-  // Per activation slot of the last chunk: dL/d(outputs), an LM's dlogp and dentropy, or a value model's dvalues.
-  struct OutputGradSlot {
-    Tensor dlogp_N, dentropy_N, dvalues_N;
-  };
-  std::vector<OutputGradSlot> output_grads_;
+  std::vector<ActivationPool> pools_;
+  std::vector<size_t> pool_of_chunk_;
   // The tensors of each OffloadSet part; mutable as the const accessors onload them.
   mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;
 };

@@ -89,14 +89,13 @@ BatchShape CausalLm::batch_shape(const ModelInputs& in) const {
   return BatchShape{in.batch, in.seq_len, n, in.positions_N, in.cu_seqlens};
 }
 
-void CausalLm::reserve(int64_t N, int64_t num_slots) {
+void CausalLm::reserve(int64_t N) {
   RF_CHECK(N > 0, "reserve: max_tokens must be positive, got {}", N);
-  RF_CHECK(num_slots >= 1, "reserve: slots must be positive, got {}", num_slots);
   const DType dtype = params_.dtype();
   const int64_t C = config_.hidden_size;
   capacity_ = N;
-  slots_.clear();
-  reserve_slots(num_slots);
+  last_forward_ = nullptr;
+  own_ = Activations();  // made by the first forward that uses it
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -108,14 +107,11 @@ void CausalLm::reserve(int64_t N, int64_t num_slots) {
   }
 }
 
-void CausalLm::reserve_slots(int64_t num_slots) {
-  RF_CHECK(capacity_ > 0, "reserve_slots before reserve");
-  while (int64_t(slots_.size()) < num_slots) reserve_slot(slots_.emplace_back());
-}
-
-void CausalLm::reserve_slot(Activations& a) {
+CausalLm::Activations CausalLm::make_activations() {
+  RF_CHECK(capacity_ > 0, "make_activations before reserve");
   const DType dtype = params_.dtype();
   const int64_t N = capacity_, C = config_.hidden_size, L = int64_t(span_.hf_layers.size());
+  Activations a;
   a.attention.resize(size_t(L));
   a.mlp.resize(size_t(L));
   for (int64_t l = 0; l <= L; ++l) a.residual.emplace_back(Shape{N, C}, dtype, activations_account_);
@@ -124,30 +120,18 @@ void CausalLm::reserve_slot(Activations& a) {
     attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_);
     mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_);
   }
-  if (!span_.post_process) return;
+  if (!span_.post_process) return a;
   if (config_.head == HeadKind::lm)
     head_.reserve(a.head, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_, workspace_account_);
   else
     value_head_.reserve(a.value, value_scratch_, N, dtype, activations_account_, workspace_account_);
+  return a;
 }
 
-int64_t CausalLm::slot_bytes() {
-  int64_t bytes = 0;
-  const auto add = [&bytes](Tensor& t) { bytes += int64_t(t.allocated_bytes()); };
-  Activations& a = slot(0);
-  for (Tensor& t : a.residual) add(t);
-  for (Tensor& t : a.mid) add(t);
-  for (AttentionSaved& saved : a.attention) saved.for_each_tensor(add);
-  for (MlpSaved& saved : a.mlp) saved.for_each_tensor(add);
-  a.head.for_each_tensor(add);
-  a.value.for_each_tensor(add);
-  return bytes;
-}
-
-CausalLm::Activations& CausalLm::slot(int64_t index) {
-  RF_CHECK(index >= 0 && index < int64_t(slots_.size()), "activation slot {} of the {} reserved", index,
-           slots_.size());
-  return slots_[size_t(index)];
+int64_t CausalLm::Activations::bytes() {
+  int64_t total = 0;
+  for_each_tensor([&total](Tensor& t) { total += int64_t(t.allocated_bytes()); });
+  return total;
 }
 
 void CausalLm::set_activations_resident(bool resident) {
@@ -155,15 +139,8 @@ void CausalLm::set_activations_resident(bool resident) {
   const auto apply = [resident](Tensor& t) {
     if (!t.empty()) t.set_resident(resident);  // a buffer this model does not use is empty
   };
-  for (Activations& a : slots_) {
-    for (Tensor& t : a.residual) apply(t);
-    for (Tensor& t : a.mid) apply(t);
-    for (AttentionSaved& saved : a.attention) saved.for_each_tensor(apply);
-    for (MlpSaved& saved : a.mlp) saved.for_each_tensor(apply);
-    a.head.for_each_tensor(apply);
-    a.value.for_each_tensor(apply);
-    a.forward_done = false;
-  }
+  own_.for_each_tensor(apply);
+  own_.forward_done = false;
   head_scratch_.for_each_tensor(apply);
   value_scratch_.for_each_tensor(apply);
   attention_scratch_.for_each_tensor(apply);
@@ -203,9 +180,20 @@ void CausalLm::validate(const ModelInputs& in) const {
   check_token_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
 }
 
-ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, int64_t slot_index) {
+ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
+  if (own_.residual.empty()) own_ = make_activations();
+  return forward(in, entropy, own_);
+}
+
+void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads) {
+  backward(grads, linear_weight_grads, own_);
+}
+
+ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Activations& a) {
   validate(in);
-  Activations& a = slot(slot_index);
+  const bool head_saved = config_.head == HeadKind::lm ? !a.head.xf_NC.empty() : !a.value.xf_NC.empty();
+  RF_CHECK(a.residual.size() == span_.hf_layers.size() + 1 && head_saved == span_.post_process,
+           "forward: activations made for another shape of model chunk");
   a.inputs = in;
   a.forward_done = false;
   const int64_t N = in.batch * in.seq_len;
@@ -237,7 +225,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, int
     mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(a.mid[i], n), rows(a.residual[i + 1], n), a.mlp[i]);
   }
   a.forward_done = true;
-  last_forward_slot_ = slot_index;
+  last_forward_ = &a;
   ModelOutputs out;
   if (!span_.post_process) {
     out.hidden_NC = rows(a.residual.back(), n);
@@ -256,10 +244,9 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, int
                       rows(a.head.logits_NV, N), vocab_start_};
 }
 
-void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads, int64_t slot_index) {
+void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads, Activations& a) {
   RF_CHECK(grads_ != nullptr, "backward on a model built without a GradBuffer");
-  Activations& a = slot(slot_index);
-  RF_CHECK(a.forward_done, "backward without a forward (activation slot {})", slot_index);
+  RF_CHECK(a.forward_done, "backward without a forward");
   const ModelInputs& in = a.inputs;
   const int64_t N = in.batch * in.seq_len;
   const DType stat = stat_dtype_for(params_.dtype());
@@ -323,8 +310,8 @@ int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() 
 TensorView CausalLm::vocab_logits(int64_t n) {
   RF_CHECK(config_.head == HeadKind::lm && span_.post_process, "vocab_logits: a {} model{} has no LM head",
            head_name(config_.head), span_.post_process ? "" : " chunk without the head");
-  RF_CHECK(last_forward_slot_ >= 0, "vocab_logits: no forward yet");
-  const Activations& a = slots_[size_t(last_forward_slot_)];
+  RF_CHECK(last_forward_ != nullptr, "vocab_logits: no forward yet");
+  const Activations& a = *last_forward_;
   RF_CHECK(a.forward_done && n >= 0 && n < a.inputs.batch * a.inputs.seq_len,
            "vocab_logits: token {} of the last forward", n);
   const TensorView row_V = a.head.logits_NV.view().select(0, n);

@@ -15,7 +15,8 @@
 // ModelInputs::hidden_NC; one without the head returns its output as ModelOutputs::hidden_NC and takes dL/d
 // of it as OutputGrads::dhidden_NC; input_grad() is then what goes back to the previous chunk. Several
 // micro-batches can be between their forward and backward (the pipeline's in-flight micro-batches): each
-// runs in its own activation slot (reserve's `slots`), named by forward and backward.
+// saves into its own Activations (make_activations), which forward and backward are given; any chunk of the same
+// shape (layer count, head) can use them, so a pipeline stage pools them over its chunks.
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
@@ -58,17 +59,40 @@ class CausalLm {
 
   const ModelSpan& span() const { return span_; }
 
-  // Allocates activations for micro-batches of up to max_tokens tokens (B*T), `slots` of them (micro-batches
-  // between their forward and backward at once).
-  void reserve(int64_t max_tokens, int64_t slots = 1);
-  // More slots (never fewer), of reserve's size; those already there keep their contents.
-  void reserve_slots(int64_t slots);
-  int64_t num_slots() const { return int64_t(slots_.size()); }
-  // What one slot holds (the tracker's activations bytes per micro-batch in flight).
-  int64_t slot_bytes();
-  // The activations and the backward's workspace (what reserve allocated) given back to the OS while the
-  // model is idle (false) and taken again (true): Tensor::set_resident, so no address changes and the
-  // tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved
+  // What one micro-batch's forward saves for its backward, for micro-batches of up to capacity() tokens.
+  struct Activations {
+    std::vector<Tensor> residual;  // x_0 .. x_L over the span's layers, and h_l (the mid-layer residual) below
+    std::vector<Tensor> mid;
+    std::vector<AttentionSaved> attention;
+    std::vector<MlpSaved> mlp;
+    LmHeadSaved head;  // with the head
+    ValueHeadSaved value;
+    ModelInputs inputs;  // of its forward
+    bool forward_done = false;
+
+    template <class F>
+    void for_each_tensor(F&& f) {
+      for (Tensor& t : residual) f(t);
+      for (Tensor& t : mid) f(t);
+      for (AttentionSaved& saved : attention) saved.for_each_tensor(f);
+      for (MlpSaved& saved : mlp) saved.for_each_tensor(f);
+      head.for_each_tensor(f);
+      value.for_each_tensor(f);
+    }
+    int64_t bytes();  // what the tracker counts for them
+  };
+
+  // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
+  // given no Activations makes the model's own.
+  void reserve(int64_t max_tokens);
+  // Activations for this model, and any of the same shape_key(), accounted to the tracker's activations.
+  Activations make_activations();
+  // Models whose Activations are interchangeable have the same key: their layer count and whether they hold
+  // the head.
+  std::pair<int64_t, bool> shape_key() const { return {int64_t(span_.hf_layers.size()), span_.post_process}; }
+  // The activations and the backward's workspace (what reserve allocated; not those of make_activations) given
+  // back to the OS while the model is idle (false) and taken again (true): Tensor::set_resident, so no address
+  // changes and the tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved
   // activations are gone once released. Taking them back can fail the device budget (the tracker's
   // error). forward_paged's scratch is not touched.
   void set_activations_resident(bool resident);
@@ -76,15 +100,17 @@ class CausalLm {
 
   // The inputs' views must stay alive until backward has run. A value or score model returns only
   // values_N: it reads no targets (inputs.targets_N may be empty), temperature or `entropy`.
-  // `slot` holds what backward of the same slot reads; a later forward in the slot overwrites it.
-  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute, int64_t slot = 0);
+  // `saved` (default: the model's own) holds what backward of the same `saved` reads; a later forward into it
+  // overwrites it.
+  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute);
+  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy, Activations& saved);
   // Adds dL/dparams into the GradBuffer, from the gradients of the outputs this model has
   // (model_inputs.h's OutputGrads: dlogp_N and dentropy_N unless empty for an LM, dvalues_N for a value
   // model; a gradient of an output the model does not have is an error). With linear_weight_grads =
   // overwrite, the linear layers' weight (and bias) gradients are written instead of added: only for the
   // first backward after the GradBuffer was zeroed, where both give the same values (see LayerContext).
-  void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads = kernels::Accumulate::add,
-                int64_t slot = 0);
+  void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads = kernels::Accumulate::add);
+  void backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads, Activations& saved);
   // The loss's gradient with respect to the chunk's input after the last backward (this rank's rows of the
   // residual stream: the embedding's output, or hidden_NC without the embedding), valid until the next
   // backward: every gradient that backward passed down through the layers arrives here, so a NaN or Inf born
@@ -127,18 +153,6 @@ class CausalLm {
 
  private:
   // What one micro-batch's forward saves for its backward.
-  struct Activations {
-    std::vector<Tensor> residual;  // x_0 .. x_L over the span's layers, and h_l (the mid-layer residual) below
-    std::vector<Tensor> mid;
-    std::vector<AttentionSaved> attention;
-    std::vector<MlpSaved> mlp;
-    LmHeadSaved head;
-    ValueHeadSaved value;
-    ModelInputs inputs;  // of its forward
-    bool forward_done = false;
-  };
-  void reserve_slot(Activations& slot);
-  Activations& slot(int64_t index);
   void validate(const ModelInputs& inputs) const;
   LayerContext context() const;
   BatchShape batch_shape(const ModelInputs& inputs) const;
@@ -169,7 +183,7 @@ class CausalLm {
 
   int64_t capacity_ = 0;
   bool activations_resident_ = true;
-  std::vector<Activations> slots_;
+  Activations own_;  // forward's and backward's when not given any
   AttentionScratch attention_scratch_;
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;
@@ -188,7 +202,7 @@ class CausalLm {
   };
   PagedScratch paged_;
 
-  int64_t last_forward_slot_ = -1;     // vocab_logits reads its logits
+  Activations* last_forward_ = nullptr;  // vocab_logits reads its logits
   int64_t last_backward_tokens_ = 0;  // input_grad()'s rows
   GradsReadyHook grads_ready_hook_;
   ParamsNeededHook params_needed_hook_;

@@ -1,7 +1,7 @@
 // Sharded checkpoints across parallel layouts (issue #6): the collective CheckpointWriter (every rank
 // writes its own files, rank 0 publishes one step with the merged manifest; a clash fails on every
 // rank and publishes nothing), and TrainEngine checkpoints saved at one layout and loaded at another.
-// A parallel engine (TP, SP, DP, the distributed optimizer with buckets that cut parameters mid-row)
+// A parallel engine (TP, SP, PP, DP, the distributed optimizer with buckets that cut parameters mid-row)
 // trains 2 steps and saves; a one-rank engine loads the step and must hold the same master weights and
 // Adam moments bit for bit (gathered over TP and DP); the reverse too. Both then train a third step on
 // the same global batch: losses and weights must agree as in the equivalence tests (1e-5 norm-wise).
@@ -101,6 +101,7 @@ TEST(CollectiveCheckpointWriter, EveryRankWritesItsShardsAndRankZeroPublishesOne
 
 struct Layout {
   int tp = 1;
+  int pp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   model::Arch arch = model::Arch::llama;
@@ -108,7 +109,7 @@ struct Layout {
 };
 
 std::string describe(const Layout& l, int dp) {
-  return fmt::format("TP{} x DP{}{}{} {}{}", l.tp, dp, l.sequence_parallel ? " +SP" : "",
+  return fmt::format("TP{} x PP{} x DP{}{}{} {}{}", l.tp, l.pp, dp, l.sequence_parallel ? " +SP" : "",
                      l.distributed_optimizer ? " +distributed optimizer" : "", model::arch_name(l.arch),
                      l.tied ? " tied" : "");
 }
@@ -179,17 +180,19 @@ void expect_resumes_alike(engine::TrainEngine& parallel, engine::TrainEngine& si
 }
 
 void check_layout(const Layout& layout) {
-  const int dp = world().size() / layout.tp;
+  const int dp = world().size() / (layout.tp * layout.pp);
   const std::string name = describe(layout, dp);
   SCOPED_TRACE(name);
   dist::ParallelDims dims;
   dims.world_size = world().size();
   dims.tensor_model_parallel_size = layout.tp;
+  dims.pipeline_model_parallel_size = layout.pp;
   dist::ParallelContext context = dist::ParallelContext::create(dist::RankLayout(dims), world(), layout.sequence_parallel);
   dist::ParallelContext one_rank = dist::ParallelContext::single_process();
   engine::EngineConfig parallel_config, single_config;
   parallel_config.dtype = single_config.dtype = "float32";
   parallel_config.tensor_model_parallel_size = layout.tp;
+  parallel_config.pipeline_model_parallel_size = layout.pp;
   parallel_config.sequence_parallel = layout.sequence_parallel;
   parallel_config.use_distributed_optimizer = layout.distributed_optimizer;
   parallel_config.overlap_grad_reduce = true;
@@ -199,7 +202,8 @@ void check_layout(const Layout& layout) {
   optim.lr_warmup_steps = 2;
   optim.lr_decay_steps = 100;
   const kernels::KernelRegistry kernels;
-  const model::ModelConfig config = parallel_testing::small_model_config(layout.arch, layout.tied, std::max(2, layout.tp), 2);
+  const model::ModelConfig config =
+      parallel_testing::small_model_config(layout.arch, layout.tied, std::max(2, layout.tp), std::max(2, layout.pp));
   auto make_parallel = [&](MemoryTracker& tracker) {
     return engine::TrainEngine(parallel_config, optim, config, kernels, context, tracker, 64);
   };
@@ -242,10 +246,15 @@ TEST(CheckpointLayouts, ASavedStepLoadsAtAnotherLayout) {
   std::vector<Layout> layouts = {
       {.tp = 2, .arch = model::Arch::qwen2},  // vocab 200 padded to 256: padding rows never saved
       {.tp = 1, .distributed_optimizer = true, .arch = model::Arch::qwen3, .tied = true},
+      // The tied embedding's last-stage copy is not saved and loads from the first stage's.
+      {.pp = 2, .arch = model::Arch::qwen3, .tied = true},
   };
   if (world().size() == 4) {
     layouts.push_back({.tp = 2, .sequence_parallel = true, .distributed_optimizer = true, .arch = model::Arch::qwen2});
     layouts.push_back({.tp = 4, .arch = model::Arch::llama});
+    layouts.push_back({.tp = 2, .pp = 2, .arch = model::Arch::qwen2, .tied = true});
+    layouts.push_back({.pp = 2, .distributed_optimizer = true, .arch = model::Arch::llama, .tied = true});
+    layouts.push_back({.pp = 4, .arch = model::Arch::llama});
   } else {
     layouts.push_back({.tp = 2, .sequence_parallel = true, .arch = model::Arch::qwen3});
   }
