@@ -14,6 +14,10 @@
 //   parallel_train_step config=<c> world=<w> tp=<t> dp=<d> threads=<n> distributed_optimizer=<0|1>
 //     overlap=<0|1> global_tokens=<B*T> step_ms=<median> tok_s=<r> fb_ms=<m> exposed_comm_ms=<m>
 //     exposed_pct=<100 exposed/step> optimizer_ms=<m>
+// With --pp > 1 each step also replays the schedule in the pipeline simulator with the step's measured per-chunk
+// forward and backward times (each stage's mean per micro-batch, free p2p) and reports, medians over the steps:
+//   pipeline bubble_measured=<b> bubble_simulated=<b> schedule_ms=<m> simulated_ms=<m>
+// bubble = (schedule time - the busiest stage's compute) / that compute, measured from the ranks' clocks.
 // Legend: B rows, T tokens per row.
 
 #include <algorithm>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "core/stopwatch.h"
+#include "engine/pipeline/pipeline_simulator.h"
 #include "core/thread_pool.h"
 #include "dist/guarded_run.h"
 #include "dist/parallel_context.h"
@@ -85,6 +90,45 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+struct PipelineStep {
+  double bubble_measured = 0, bubble_simulated = 0, schedule_s = 0, simulated_s = 0;
+};
+
+// The step's pipeline as measured on every rank, and as the simulator replays it with the measured chunk times.
+// Collective over `world`; the result is meaningful on rank 0.
+PipelineStep pipeline_step(const rf::engine::TrainEngine& engine, const rf::dist::ParallelContext& parallel,
+                           rf::dist::ProcessGroup& world, int pp, int vpp) {
+  const rf::engine::PipelineTimes& t = engine.pipeline_times();
+  const int64_t row = 1 + 2 * vpp + 2;  // pp rank, forward and backward per chunk, busy, schedule
+  rf::Tensor mine({row}, rf::DType::f64), all({row * world.size()}, rf::DType::f64);
+  double* m = mine.data<double>();
+  m[0] = parallel.pp().rank();
+  for (int v = 0; v < vpp; ++v) {
+    m[1 + v] = t.forward_s[size_t(v)] / double(t.num_microbatches);
+    m[1 + vpp + v] = t.backward_s[size_t(v)] / double(t.num_microbatches);
+  }
+  m[1 + 2 * vpp] = t.busy_s();
+  m[2 + 2 * vpp] = t.schedule_s;
+  world.all_gather(mine, all);
+  rf::engine::pipeline::PipelineCosts costs = rf::engine::pipeline::uniform_costs(pp, vpp, 0, 0);
+  double busiest = 0, schedule = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    const double* a = all.data<double>() + r * row;
+    const auto stage = size_t(a[0]);
+    for (int v = 0; v < vpp; ++v) {
+      costs.forward_seconds[stage][size_t(v)] = a[1 + v];
+      costs.backward_seconds[stage][size_t(v)] = a[1 + vpp + v];
+    }
+    busiest = std::max(busiest, a[1 + 2 * vpp]);
+    schedule = std::max(schedule, a[2 + 2 * vpp]);
+  }
+  const rf::engine::pipeline::SimulationReport simulated = rf::engine::pipeline::simulate_pipeline(
+      rf::engine::pipeline::make_pipeline_schedule(
+          {.num_stages = pp, .num_chunks = vpp, .num_microbatches = t.num_microbatches}),
+      costs);
+  return {(schedule - busiest) / busiest, simulated.bubble_fraction, schedule, simulated.step_seconds};
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t mid = values.size() / 2;
@@ -139,7 +183,8 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   for (int64_t m = 0; m < options.micro_batches; ++m)
     micro_batches.push_back(
         rf::bench::random_rows(shape, parallel.dp().rank() * rows + m * rows_per_micro_batch, rows_per_micro_batch));
-  std::vector<double> step_s, fb_s, exposed_s, optimizer_s;
+  std::vector<double> step_s, fb_s, exposed_s, optimizer_s, bubble_measured, bubble_simulated, schedule_s,
+      simulated_s;
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
     const rf::Stopwatch clock;
@@ -154,7 +199,19 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
     auto slowest = [&](double seconds) { return world->all_reduce_scalar(seconds, rf::dist::ReduceOp::max); };
     const double total = slowest(step_done), fb = slowest(fb_done), exposed = slowest(reduce_done - fb_done),
                  optimizer = slowest(step_done - reduce_done);
+    const PipelineStep pipe = options.pp > 1 ? pipeline_step(engine, parallel, *world, options.pp, options.vpp)
+                                             : PipelineStep{};
     if (step < kWarmupSteps) continue;
+    if (options.pp > 1) {
+      bubble_measured.push_back(pipe.bubble_measured);
+      bubble_simulated.push_back(pipe.bubble_simulated);
+      schedule_s.push_back(pipe.schedule_s);
+      simulated_s.push_back(pipe.simulated_s);
+      if (leader)
+        std::printf("step %d pipeline bubble_measured=%.4f bubble_simulated=%.4f schedule_ms=%.1f simulated_ms=%.1f\n",
+                    step - kWarmupSteps, pipe.bubble_measured, pipe.bubble_simulated, pipe.schedule_s * 1e3,
+                    pipe.simulated_s * 1e3);
+    }
     step_s.push_back(total);
     fb_s.push_back(fb);
     exposed_s.push_back(exposed);
@@ -174,6 +231,10 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
                 int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
                 long(shape.B * shape.T), step * 1e3, double(shape.B * shape.T) / step, median(fb_s) * 1e3,
                 exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3);
+    if (options.pp > 1)
+      std::printf("pipeline bubble_measured=%.4f bubble_simulated=%.4f schedule_ms=%.1f simulated_ms=%.1f\n",
+                  median(bubble_measured), median(bubble_simulated), median(schedule_s) * 1e3,
+                  median(simulated_s) * 1e3);
     std::printf("# memory (rank 0) %s\n", tracker.summary().c_str());
   }
   return 0;

@@ -8,6 +8,7 @@
 #include "core/element_access.h"
 #include "core/log.h"
 #include "core/memory_budget.h"
+#include "core/stopwatch.h"
 #include "dist/text_collectives.h"
 #include "engine/pipeline/pipeline_executor.h"
 #include "engine/sequence_padding.h"
@@ -185,6 +186,13 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
 }
 
 }  // namespace
+
+double PipelineTimes::busy_s() const {
+  double busy = 0;
+  for (double t : forward_s) busy += t;
+  for (double t : backward_s) busy += t;
+  return busy;
+}
 
 model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineConfig& config, int64_t tp_size,
                                       int64_t dp_size, int64_t max_tokens_per_micro_batch) {
@@ -489,12 +497,17 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   if (forward_only == ForwardOnly::yes) result.outputs.resize(size_t(M));
 
   pipeline::StageWork work;
+  pipeline_times_ = {.forward_s = std::vector<double>(chunks_.size(), 0.0),
+                     .backward_s = std::vector<double>(chunks_.size(), 0.0),
+                     .num_microbatches = M};
+  const Stopwatch schedule_clock;
   work.transfer_dtype = compute_dtype_;
   work.transfer_shape = [&](int64_t i) {
     const int64_t N = inputs[size_t(i)].seq_len;
     return Shape{parallel_.sequence_parallel() ? N / parallel_.tp().size() : N, model_config_.hidden_size};
   };
   work.forward = [&](int64_t i, int64_t v, TensorView input) -> TensorView {
+    const Stopwatch clock;
     model::CausalLm& chunk = *chunks_[size_t(v)];
     const TensorMap& mb = micro_batches[size_t(i)];
     const int64_t N = mb.num_tokens();
@@ -506,7 +519,10 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     // Forward only, nothing is kept: the executor copies what it sends before the next action.
     if (forward_only == ForwardOnly::yes) release_saved(v, saved);
     else saved_of[{i, v}] = &saved;
-    if (!chunk.span().post_process) return run.hidden_NC;
+    if (!chunk.span().post_process) {
+      pipeline_times_.forward_s[size_t(v)] += clock.seconds();
+      return run.hidden_NC;
+    }
     const model::ModelOutputs out = first_tokens(run, N);
     const model::OutputGrads run_grads = output_grads(saved, in.seq_len, entropy);
     for (TensorView grad : {run_grads.dlogp_N, run_grads.dentropy_N, run_grads.dvalues_N})
@@ -525,9 +541,11 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     } else if (config_.check_for_nan_in_loss_and_grad) {
       output_lead[size_t(i)] = first_non_finite_output(out, loss_grads);
     }
+    pipeline_times_.forward_s[size_t(v)] += clock.seconds();
     return {};
   };
   work.backward = [&](int64_t i, int64_t v, TensorView output_grad) -> TensorView {
+    const Stopwatch clock;
     model::CausalLm& chunk = *chunks_[size_t(v)];
     SavedMicroBatch& saved = *saved_of.at({i, v});
     saved_of.erase({i, v});
@@ -545,6 +563,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     release_saved(v, saved);
     if (config_.check_for_nan_in_loss_and_grad)
       findings_.note(i, M, micro_batch_loss[size_t(i)], std::move(output_lead[size_t(i)]), chunk.input_grad());
+    pipeline_times_.backward_s[size_t(v)] += clock.seconds();
     return chunk.span().pre_process ? TensorView() : chunk.input_grad();
   };
   // Overlapped DP reduction starts in each chunk's last backward: earlier ones still add to every bucket.
@@ -552,6 +571,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   pipeline::run_stage_actions(actions, parallel_.pp(), work,
                               {&tracker_, MemoryTier::device, MemoryCategory::activations});
   std::fill(grad_sync_enabled_.begin(), grad_sync_enabled_.end(), 0);
+  pipeline_times_.schedule_s = schedule_clock.seconds();
   if (split_.pp_size > 1) share_results_over_pipeline(result, micro_batches, forward_only, entropy);
   return result;
 }

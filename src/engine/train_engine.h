@@ -45,6 +45,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
@@ -84,6 +85,16 @@ using LossFn = std::function<LossOutput(const TensorMap& micro_batch, const mode
                                         const LossContext& context, const model::OutputGrads& grads)>;
 
 enum class ForwardOnly : uint8_t { no, yes };
+
+// Where the last forward_backward's time went on this rank: per chunk, its forwards' and backwards' seconds summed
+// over the micro-batches, and the whole schedule's (compute, transfers and waiting). What the pipeline simulator
+// replays to predict a step, and what a measured bubble is computed from.
+struct PipelineTimes {
+  std::vector<double> forward_s, backward_s;
+  double schedule_s = 0;
+  int64_t num_microbatches = 0;
+  double busy_s() const;  // every forward and backward
+};
 
 struct ForwardBackwardResult {
   double loss = 0;                        // the step's: summed over micro-batches and DP ranks
@@ -206,6 +217,7 @@ class TrainEngine {
   }
   const optim::BucketPlan& bucket_plan() const { return bucket_plan_; }
   const GradSyncTimes& grad_sync_times() const { return grad_reducer_.times(); }
+  const PipelineTimes& pipeline_times() const { return pipeline_times_; }
   optim::AdamWOptimizer& optimizer() {
     onload_for({.optimizer = true});
     return optimizer_;
@@ -282,6 +294,7 @@ class TrainEngine {
   int64_t max_tokens_ = 0;  // a micro-batch's, padded for sequence parallel
   std::vector<ActivationPool> pools_;
   std::vector<size_t> pool_of_chunk_;
+  PipelineTimes pipeline_times_;
   // The tensors of each OffloadSet part; mutable as the const accessors onload them.
   mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;
 };
