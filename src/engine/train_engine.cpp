@@ -566,7 +566,10 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     pipeline_times_.backward_s[size_t(v)] += clock.seconds();
     return chunk.span().pre_process ? TensorView() : chunk.input_grad();
   };
-  // Overlapped DP reduction starts in each chunk's last backward: earlier ones still add to every bucket.
+  // Overlapped DP reduction starts in each chunk's last backward: earlier ones still add to every bucket. The
+  // list's param_gather and launch_grad_sync points need nothing here: overlap_param_gather starts every bucket's
+  // all-gather at the end of optimizer_step (before any chunk's first forward, each forward waiting for its own
+  // layers), and reduce_gradients launches whatever bucket the backwards did not.
   work.enable_grad_sync = [&](int64_t v) { grad_sync_enabled_[size_t(v)] = config_.overlap_grad_reduce; };
   pipeline::run_stage_actions(actions, parallel_.pp(), work,
                               {&tracker_, MemoryTier::device, MemoryCategory::activations});
