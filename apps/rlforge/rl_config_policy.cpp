@@ -35,7 +35,6 @@ void add_profiler(std::vector<UnimplementedVerlKey>& keys, const std::string& ro
 void add_megatron_extras(std::vector<UnimplementedVerlKey>& keys, const std::string& role, bool forward_only) {
   add(keys, role + ".megatron",
       {{"expert_tensor_parallel_size", "null"},
-       {"virtual_pipeline_model_parallel_size", "null"},
        {"use_dist_checkpointing", "false"},
        {"dist_checkpointing_path", "null"},
        {"dist_checkpointing_prefix", "''"},

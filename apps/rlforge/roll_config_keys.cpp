@@ -59,6 +59,11 @@ void copy_positive(Translator& t, const std::string& key) {
   if (t.value(key).IsDefined()) t.set_value(row_key(t), positive(t, key, 0));
 }
 
+// A size ROLL leaves null when off (virtual_pipeline_model_parallel_size): copied when set.
+void copy_positive_unless_null(Translator& t, const std::string& key) {
+  if (!t.value(key).IsNull()) copy_positive(t, key);
+}
+
 // A key rlforge implements only at ROLL's default (the row's roll_default).
 void only_default(Translator& t, const std::string& key) {
   const YAML::Node expected = YAML::Load(std::string(t.row().roll_default));
@@ -716,8 +721,9 @@ constexpr RollKey kRollKeys[] = {
      "actor_rollout_ref.actor.megatron.context_parallel_size", "", copy_positive, "CP size"},
     {"actor_train.strategy_args.strategy_config.expert_model_parallel_size",
      "actor_rollout_ref.actor.megatron.expert_model_parallel_size", "", copy_positive, "EP size"},
-    {"actor_train.strategy_args.strategy_config.virtual_pipeline_model_parallel_size", "", "", only_one,
-     "1 or null only"},
+    {"actor_train.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+     "actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size", "", copy_positive_unless_null,
+     "model chunks per pipeline rank, run interleaved (null: none)"},
     {"actor_train.strategy_args.strategy_config.expert_tensor_parallel_size", "", "", only_one, "1 or null only"},
     {"actor_train.strategy_args.strategy_config.sequence_parallel",
      "actor_rollout_ref.actor.megatron.sequence_parallel", "", copy<bool>, "sequence parallelism (with TP > 1)"},
@@ -800,8 +806,9 @@ constexpr RollKey kRollKeys[] = {
      "actor_rollout_ref.ref.megatron.context_parallel_size", "", copy_positive, "CP size"},
     {"reference.strategy_args.strategy_config.expert_model_parallel_size",
      "actor_rollout_ref.ref.megatron.expert_model_parallel_size", "", copy_positive, "EP size"},
-    {"reference.strategy_args.strategy_config.virtual_pipeline_model_parallel_size", "", "", only_one,
-     "1 or null only"},
+    {"reference.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+     "actor_rollout_ref.ref.megatron.virtual_pipeline_model_parallel_size", "", copy_positive_unless_null,
+     "model chunks per pipeline rank, run interleaved (null: none)"},
     {"reference.strategy_args.strategy_config.expert_tensor_parallel_size", "", "", only_one, "1 or null only"},
     {"reference.strategy_args.strategy_config.sequence_parallel", "actor_rollout_ref.ref.megatron.sequence_parallel",
      "", copy<bool>, "sequence parallelism (with TP > 1)"},
@@ -851,8 +858,9 @@ constexpr RollKey kRollKeys[] = {
      critic_key<copy_positive>, "CP size"},
     {"critic.strategy_args.strategy_config.expert_model_parallel_size", "critic.megatron.expert_model_parallel_size",
      "1", critic_key<copy_positive>, "EP size"},
-    {"critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size", "", "", critic_key<only_one>,
-     "1 or null only"},
+    {"critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+     "critic.megatron.virtual_pipeline_model_parallel_size", "", critic_key<copy_positive_unless_null>,
+     "model chunks per pipeline rank, run interleaved (null: none)"},
     {"critic.strategy_args.strategy_config.expert_tensor_parallel_size", "", "", critic_key<only_one>,
      "1 or null only"},
     {"critic.strategy_args.strategy_config.sequence_parallel", "critic.megatron.sequence_parallel", "false",

@@ -1,7 +1,7 @@
 // `rlforge sft --config FILE [key=value ...]`: reads the YAML config, applies dotted overrides
 // (`trainer.total_training_steps=200`, `+a.b=1` adds a key), binds it into the typed SftConfig (errors
 // name the key path), checks its parallel layout against the world before any work, and runs the
-// trainer. `rlforge config-docs` prints docs/config.md (the sft and train configs, the verl keys train
+// trainer (or, with `--dump-schedule M`, prints the pipeline's schedule). `rlforge config-docs` prints docs/config.md (the sft and train configs, the verl keys train
 // accepts only at their defaults, and the ROLL keys train reads).
 #include <cstdio>
 
@@ -9,6 +9,7 @@
 #include "rl/trainer/rl_config.h"
 #include "apps/rlforge/rl_config_policy.h"
 #include "apps/rlforge/roll_config.h"
+#include "engine/pipeline_dump.h"
 #include "trainer/sft_parallel.h"
 #include "trainer/sft_trainer.h"
 #include "config/bind.h"
@@ -22,7 +23,11 @@ Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi) {
   auto overrides = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--config", *config_path, "YAML config (e.g. examples/sft_arith.yaml)")->required();
   cmd->add_option("overrides", *overrides, "dotted overrides: trainer.total_training_steps=200, +a.b=1");
-  return [config_path, overrides, &mpi] {
+  auto dump_schedule = std::make_shared<int64_t>(0);
+  cmd->add_option("--dump-schedule", *dump_schedule,
+                  "print the pipeline split and schedule table for M micro-batches per DP rank, and exit")
+      ->check(CLI::PositiveNumber);
+  return [config_path, overrides, dump_schedule, &mpi] {
     config::ConfigTree tree = config::ConfigTree::from_file(*config_path);
     tree.merge_defaults(config::to_yaml(trainer::SftConfig{}));
     tree.apply_overrides(*overrides);
@@ -35,6 +40,14 @@ Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi) {
                         "SFT trains every step, so nothing is idle to offload (offload applies to `rlforge train`'s "
                         "roles); expected false");
     const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
+    // The schedule of the config's pipeline, whatever world runs this: no ranks are needed to print it.
+    if (*dump_schedule > 0) {
+      if (world->rank() == 0)
+        std::printf("%s", engine::dump_pipeline_schedule(sft.megatron, trainer::model_shape(sft.model).num_hidden_layers,
+                                                         *dump_schedule)
+                              .c_str());
+      return 0;
+    }
     trainer::check_parallel_layout(sft, world->size());
     const trainer::SftSummary summary = trainer::run_sft(sft, YAML::Dump(config::to_yaml(sft)), *world);
     return summary.steps_run >= 0 ? 0 : 1;

@@ -484,7 +484,18 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
                                       .microbatch_group_size = config_.microbatch_group_size_per_vp_stage.value_or(0),
                                       .pass = pass};
   const int64_t stage = parallel_.pp().rank();
-  const pipeline::StageActions actions = pipeline::make_pipeline_schedule(shape).stages[size_t(stage)];
+  pipeline::PipelineSchedule schedule;
+  try {
+    schedule = pipeline::make_pipeline_schedule(shape);
+  } catch (const ConfigError& e) {
+    // The count is the caller's (its micro-batch sizes); say so, as Megatron refuses the same.
+    throw ConfigError(e.key_path(),
+                      fmt::format("{}: this pass has {} micro-batches per data-parallel rank, and the interleaved "
+                                  "schedule (virtual_pipeline_model_parallel_size {}) needs at least "
+                                  "pipeline_model_parallel_size = {}; give the pass smaller micro-batches",
+                                  e.detail(), M, split_.vp_size, split_.pp_size));
+  }
+  const pipeline::StageActions& actions = schedule.stages[size_t(stage)];
 
   // Every micro-batch's inputs, alive until the schedule ends (sequence parallel may pad them).
   std::vector<std::optional<model::PackedSequences>> padded(static_cast<size_t>(M));

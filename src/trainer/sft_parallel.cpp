@@ -25,9 +25,9 @@ void check_batch_splits(int64_t num_examples, int64_t num_dp_ranks) {
   throw ConfigError("megatron." + error.key_path(), error.detail() + where);
 }
 
-// The shape of the model the run will build. Its vocab_size may be the tokenizer's, which is not read
-// yet; no layout rule depends on it, so a stand-in fills it. A bad model.config is keyed as the run
-// keys it (model.config.<field>).
+}  // namespace
+
+// A bad model.config is keyed as the run keys it (model.config.<field>).
 model::ModelConfig model_shape(const ModelSection& m) {
   if (m.path) return model::ModelConfig::from_file((std::filesystem::path(*m.path) / "config.json").string());
   nlohmann::json json = config::yaml_to_json(m.config);
@@ -40,8 +40,6 @@ model::ModelConfig model_shape(const ModelSection& m) {
   }
 }
 
-}  // namespace
-
 void check_parallel_layout(const SftConfig& config, int world_size) {
   const engine::EngineConfig& megatron = config.megatron;
   int64_t num_dp_ranks = 0;
@@ -50,13 +48,19 @@ void check_parallel_layout(const SftConfig& config, int world_size) {
   } catch (const ConfigError& e) {
     rethrow_under_megatron(e);
   }
-  if (megatron.tensor_model_parallel_size > 1) {
+  if (megatron.tensor_model_parallel_size > 1 || megatron.pipeline_model_parallel_size > 1) {
     const model::ModelConfig shape = model_shape(config.model);
+    const std::string where =
+        config.model.path ? fmt::format(" in {}/config.json", *config.model.path) : std::string(" in model.config");
     try {
       model::check_tp_divides(shape, megatron.tensor_model_parallel_size);
     } catch (const ConfigError& e) {
-      rethrow_under_megatron(e, config.model.path ? fmt::format(" in {}/config.json", *config.model.path)
-                                                  : std::string(" in model.config"));
+      rethrow_under_megatron(e, where);
+    }
+    try {
+      (void)megatron.pipeline_layout(shape.num_hidden_layers);
+    } catch (const ConfigError& e) {
+      rethrow_under_megatron(e, where);
     }
   }
   check_batch_splits(config.data.train_batch_size, num_dp_ranks);

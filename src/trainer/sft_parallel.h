@@ -8,17 +8,22 @@
 #include "data/task.h"
 #include "dist/parallel_context.h"
 #include "engine/engine_config.h"
+#include "model/model_config.h"
 
 namespace rf::trainer {
 
 // The layout of `config` on `world_size` ranks, from the config alone: the megatron sizes against the
-// world (RankLayout's rules), TP against the model's heads, kv heads and FFN (model.path's config.json
-// or model.config), DP against data.train_batch_size. Every rank reaches the same verdict without
+// world (RankLayout's rules), TP against the model's heads, kv heads and FFN and the pipeline's layer split
+// against its layers (model.path's config.json or model.config), DP against data.train_batch_size. Every rank reaches the same verdict without
 // talking to the others, so a wrong layout fails on all of them alike, before the run folder, the
 // tokenizer, the data or the model. ConfigError keyed by the path the user wrote
 // (megatron.tensor_model_parallel_size). EngineConfig::validate (run when the config is read) has
 // already refused sizes < 1, SP without TP and the axes not supported yet.
 void check_parallel_layout(const SftConfig& config, int world_size);
+
+// The shape of the model the run will build, from model.path's config.json or model.config, before the tokenizer
+// is read (its vocab_size may be a stand-in: no layout rule reads it).
+model::ModelConfig model_shape(const ModelSection& m);
 
 // Every rank draws the same global batch (one seeded stream, so the batch and its order do not depend
 // on the layout); DP rank r trains on the contiguous r-th 1/DP of it, its TP ranks on the same part.

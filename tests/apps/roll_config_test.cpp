@@ -247,6 +247,10 @@ const std::vector<RowCase>& row_cases() {
       {"actor_train.strategy_args.strategy_config.pipeline_model_parallel_size",
        "actor_train: {device_mapping: [0, 1], strategy_args: {strategy_config: {pipeline_model_parallel_size: 2}}}",
        "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size", "2"},
+      {"actor_train.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+       "actor_train: {device_mapping: [0, 1], strategy_args: {strategy_config: {pipeline_model_parallel_size: 2, "
+       "virtual_pipeline_model_parallel_size: 8}}}",
+       "actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size", "8"},
       {"actor_train.strategy_args.strategy_config.context_parallel_size",
        "actor_train: {device_mapping: [0, 1], strategy_args: {strategy_config: {context_parallel_size: 2}}}",
        "actor_rollout_ref.actor.megatron.context_parallel_size", "2"},
@@ -325,6 +329,9 @@ const std::vector<RowCase>& row_cases() {
       {"reference.strategy_args.strategy_config.pipeline_model_parallel_size",
        "reference: {strategy_args: {strategy_config: {pipeline_model_parallel_size: 2}}}",
        "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size", "2"},
+      {"reference.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+       "reference: {strategy_args: {strategy_config: {virtual_pipeline_model_parallel_size: 2}}}",
+       "actor_rollout_ref.ref.megatron.virtual_pipeline_model_parallel_size", "2"},
       {"reference.strategy_args.strategy_config.context_parallel_size",
        "reference: {strategy_args: {strategy_config: {context_parallel_size: 2}}}",
        "actor_rollout_ref.ref.megatron.context_parallel_size", "2"},
@@ -393,6 +400,10 @@ const std::vector<RowCase>& row_cases() {
        with_critic("{strategy_args: {strategy_config: {pipeline_model_parallel_size: 2}}}",
                    "actor_train: {device_mapping: [0, 1]}"),
        "critic.megatron.pipeline_model_parallel_size", "2"},
+      {"critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
+       with_critic("{strategy_args: {strategy_config: {virtual_pipeline_model_parallel_size: 2}}}",
+                   "actor_train: {device_mapping: [0, 1]}"),
+       "critic.megatron.virtual_pipeline_model_parallel_size", "2"},
       {"critic.strategy_args.strategy_config.context_parallel_size",
        with_critic("{strategy_args: {strategy_config: {context_parallel_size: 2}}}",
                    "actor_train: {device_mapping: [0, 1]}"),
@@ -544,7 +555,7 @@ TEST(RollConfig, CriticKeysWithoutAVerlKeyWriteNothing) {
     const RollConfig config = translate(with_critic(fmt::format(
         "{{model_args: {{model_type: {}, disable_gradient_checkpointing: true, attn_implementation: fa2}}, "
         "training_args: {{num_train_epochs: 2, max_steps: 9, seed: 1}}, strategy_args: {{strategy_config: "
-        "{{virtual_pipeline_model_parallel_size: 1, expert_tensor_parallel_size: null, recompute_granularity: full, "
+        "{{virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: null, recompute_granularity: full, "
         "recompute_method: uniform, recompute_num_layers: 1}}}}, infer_batch_size: 4}}",
         model_type)));
     EXPECT_EQ(leaves(config.verl_tree), leaves(plain.verl_tree)) << model_type;
@@ -575,12 +586,12 @@ TEST(RollConfig, KeysWithoutAVerlKeyWriteNothing) {
       "difficulty_mask: false, importance_sampling: token, hydra: {run: {dir: .}, output_subdir: null}, "
       "actor_train: {model_args: {disable_gradient_checkpointing: true, attn_implementation: fa2}, "
       "training_args: {num_train_epochs: 3, max_steps: 9, seed: 1}, strategy_args: {strategy_config: "
-      "{virtual_pipeline_model_parallel_size: 1, expert_tensor_parallel_size: null, recompute_granularity: full, "
+      "{virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: null, recompute_granularity: full, "
       "recompute_method: uniform, recompute_num_layers: 1}}}, "
       "actor_infer: {infer_batch_size: 4, model_args: {disable_gradient_checkpointing: true, attn_implementation: "
       "sdpa}, generating_args: {max_new_tokens: 8, num_return_sequences: 1, num_beams: 1, repetition_penalty: 1.0}}, "
       "reference: {model_args: {disable_gradient_checkpointing: true, attn_implementation: fa2}, strategy_args: "
-      "{strategy_config: {virtual_pipeline_model_parallel_size: 1, expert_tensor_parallel_size: 1}}}, "
+      "{strategy_config: {virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: 1}}}, "
       "validation: {generating_args: {max_new_tokens: 8, num_beams: 1}}, "
       "rewards: {arith: {tag_included: [arith], world_size: 8, infer_batch_size: 2}}}");
   // Only the reference and validation sections' own defaults are new.
@@ -596,7 +607,7 @@ TEST(RollConfig, KeysWithoutAVerlKeyWriteNothing) {
     EXPECT_NE(error.find("rlforge implements only ROLL's default"), std::string::npos) << wrong << ": " << error;
   }
   for (const char* parallel :
-       {"actor_train: {strategy_args: {strategy_config: {virtual_pipeline_model_parallel_size: 2}}}",
+       {"actor_train: {strategy_args: {strategy_config: {expert_tensor_parallel_size: 2}}}",
         "reference: {strategy_args: {strategy_config: {expert_tensor_parallel_size: 2}}}"}) {
     EXPECT_NE(error_of(parallel).find("expected 1 or null"), std::string::npos) << parallel;
   }
@@ -684,8 +695,8 @@ TEST(RollConfig, ValuesRlforgeCannotHonourAreErrors) {
       {"critic_warmup: -1", "critic_warmup: must be >= 0"},
       {with_critic("{strategy_args: {strategy_config: {tensor_model_parallel_size: 2}}}"),
        "critic.strategy_args.strategy_config.tensor_model_parallel_size: TP x PP x CP = 2 does not divide the 1 ranks"},
-      {with_critic("{strategy_args: {strategy_config: {virtual_pipeline_model_parallel_size: 2}}}"),
-       "critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size: 2: rlforge's engine has no such "
+      {with_critic("{strategy_args: {strategy_config: {expert_tensor_parallel_size: 2}}}"),
+       "critic.strategy_args.strategy_config.expert_tensor_parallel_size: 2: rlforge's engine has no such "
        "parallelism"},
       {with_critic("{training_args: {per_device_train_batch_size: 3}}", "num_return_sequences_in_group: 2"),
        "critic.training_args.gradient_accumulation_steps: an optimizer step's 3 responses"},
@@ -845,7 +856,6 @@ TEST(RollConfig, EveryRowIsCovered) {
                           "actor_train.training_args.num_train_epochs",
                           "actor_train.training_args.max_steps",
                           "actor_train.training_args.seed",
-                          "actor_train.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
                           "actor_train.strategy_args.strategy_config.expert_tensor_parallel_size",
                           "actor_train.strategy_args.strategy_config.recompute_granularity",
                           "actor_train.strategy_args.strategy_config.recompute_method",
@@ -861,7 +871,6 @@ TEST(RollConfig, EveryRowIsCovered) {
                           "actor_infer.infer_batch_size",
                           "reference.model_args.disable_gradient_checkpointing",
                           "reference.model_args.attn_implementation",
-                          "reference.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
                           "reference.strategy_args.strategy_config.expert_tensor_parallel_size",
                           "reference.device_mapping",
                           "validation.generating_args.max_new_tokens",
@@ -875,7 +884,6 @@ TEST(RollConfig, EveryRowIsCovered) {
                           "critic.training_args.num_train_epochs",
                           "critic.training_args.max_steps",
                           "critic.training_args.seed",
-                          "critic.strategy_args.strategy_config.virtual_pipeline_model_parallel_size",
                           "critic.strategy_args.strategy_config.expert_tensor_parallel_size",
                           "critic.strategy_args.strategy_config.recompute_granularity",
                           "critic.strategy_args.strategy_config.recompute_method",

@@ -56,6 +56,17 @@ refused sp_without_tp 2 \
 refused vocab_multiple_zero 2 "megatron.make_vocab_size_divisible_by: must be >= 1, got 0" \
   megatron.tensor_model_parallel_size=2 megatron.make_vocab_size_divisible_by=0
 # The axes the engine does not run yet, each on a world it would divide.
+# Pipeline splits that do not fit the model (issue #22 acceptance 5): the main job's model has 2 layers.
+refused pp_layers_not_divisible 2 \
+  "megatron.pipeline_model_parallel_size: 2 does not divide the 3 layers (noop_layers can pad them) in model.config" \
+  megatron.pipeline_model_parallel_size=2 model.config.num_hidden_layers=3
+refused vpp_without_pp 2 "megatron.virtual_pipeline_model_parallel_size: 2 needs pipeline_model_parallel_size > 1" \
+  megatron.virtual_pipeline_model_parallel_size=2
+refused noop_out_of_range 2 "megatron.noop_layers: index 7 out of range [0, 4) (2 layers + 2 noop) in model.config" \
+  megatron.pipeline_model_parallel_size=2 'megatron.noop_layers=[1, 7]'
+refused layout_unparsable 2 \
+  "megatron.pipeline_model_parallel_layout: cannot parse at column 4: '(' is not closed (in \"Et|(tL\")" \
+  megatron.pipeline_model_parallel_size=2 'megatron.pipeline_model_parallel_layout=Et|(tL'
 refused context_parallel 2 "megatron.context_parallel_size: 2: context parallelism is not supported yet" \
   megatron.context_parallel_size=2
 refused expert_parallel 2 "megatron.expert_model_parallel_size: 2: expert parallelism is not supported yet" \

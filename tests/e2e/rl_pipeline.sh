@@ -5,7 +5,10 @@
 #  GRPO with the actor at PP 2 x TP 2 on four ranks,
 #  PPO with the actor and the critic at PP 2 on two ranks,
 # each gives the one-process run: the same responses, scores and validation exactly, and losses, gradient norms,
-# entropy, KL, values and returns within 1e-4 relative (f32 sums in another order: same_run.py).
+# entropy, KL, values and returns within 1e-4 relative (f32 sums in another order: same_run.py). ROLL's seed shape
+# (actor_train at pipeline_model_parallel_size 2 with virtual_pipeline_model_parallel_size 2) loads and runs;
+# `--dump-schedule` prints the actor's and the critic's tables; a split that does not fit a role's model is refused
+# before any work, naming the role's key.
 source "$(dirname "$0")/common.sh"
 "$RLFORGE" sft --config examples/sft_arith.yaml model.config.num_hidden_layers=4 trainer.default_local_dir="$SCRATCH/sft" \
   trainer.total_training_steps=150 trainer.test_freq=150 trainer.save_freq=150 trainer.num_threads=2 \
@@ -34,3 +37,40 @@ quiet timeout 300 "$RLFORGE" --nproc 2 "${ppo[@]}" "${actor_pp2[@]}" critic.mega
   trainer.default_local_dir="$SCRATCH/ppo_pp2"
 python3 tests/e2e/same_run.py "$SCRATCH/ppo_one/metrics.jsonl" "$SCRATCH/ppo_pp2/metrics.jsonl" 3 \
   "PPO actor and critic PP 2" critic/vf_loss critic/grad_norm critic/values/mean actor/pg_loss
+# refused <message> <train args...>: two ranks fail with one error line, before any work.
+refused() {
+  local message=$1; shift
+  if timeout 120 "$RLFORGE" --nproc 2 "$@" trainer.default_local_dir="$SCRATCH/refused" > "$SCRATCH/refused.log" 2>&1
+  then fail "accepted: $*"; fi
+  [[ $(grep -c "^rlforge: " "$SCRATCH/refused.log") == 1 ]] || fail "expected one error line: $(cat "$SCRATCH/refused.log")"
+  grep -qF "rlforge: [rank 0] config error: $message" "$SCRATCH/refused.log" || fail "expected '$message': $(cat "$SCRATCH/refused.log")"
+  echo "ok: refused: $message"
+}
+refused "actor_rollout_ref.actor.megatron.noop_layers: index 7 out of range [0, 5) (4 layers + 1 noop)" \
+  "${ppo[@]}" "${actor_pp2[@]}" 'actor_rollout_ref.actor.megatron.noop_layers=[7]'
+refused "critic.megatron.pipeline_model_parallel_layout: 3 virtual stages do not divide over pipeline_model_parallel_size = 2" \
+  "${ppo[@]}" critic.megatron.pipeline_model_parallel_size=2 'critic.megatron.pipeline_model_parallel_layout=E|tttt|L'
+[[ ! -e $SCRATCH/refused ]] || fail "a refused run left a run folder"
+
+# ROLL's seed example shape: PP 2 x VPP 2 for actor_train, every role on both ranks. Interleaving needs at least
+# PP micro-batches per pass (Megatron's rule): 2 of 64 responses per optimizer step and per old-log-prob forward.
+sed -e 's|^pretrain: .*|pretrain: '"$SCRATCH/sft/global_step_150/huggingface"'|' \
+    -e 's|list(range(0,1))|list(range(0,2))|' \
+    -e 's|per_device_train_batch_size: 128|per_device_train_batch_size: 64|' \
+    -e 's|gradient_accumulation_steps: 1|gradient_accumulation_steps: 2|' \
+    -e 's|infer_batch_size: 128|infer_batch_size: 64|' \
+    -e 's|      tensor_model_parallel_size: 1$|      tensor_model_parallel_size: 1\n      pipeline_model_parallel_size: 2\n      virtual_pipeline_model_parallel_size: 2|' \
+    examples/roll_grpo_arith.yaml > "$SCRATCH/roll_pp.yaml"
+grep -q "virtual_pipeline_model_parallel_size: 2" "$SCRATCH/roll_pp.yaml" || fail "the ROLL config was not rewritten"
+quiet timeout 300 "$RLFORGE" --nproc 2 train --config "$SCRATCH/roll_pp.yaml" data.task_kwargs.digits=2 \
+  trainer.total_training_steps=2 trainer.test_freq=2 trainer.save_freq=-1 trainer.time_budget_s=null \
+  actor_rollout_ref.actor.optim.lr_warmup_steps=1 data.val_size=16 trainer.default_local_dir="$SCRATCH/roll_pp"
+grep -q "pp 1: \[1\] \[3, L\]" "$SCRATCH/last.log" || fail "ROLL's PP 2 x VPP 2 split was not used"
+[[ $(python3 -c "import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)['step'] > 0))" \
+     "$SCRATCH/roll_pp/metrics.jsonl") == 2 ]] || fail "the ROLL PP 2 x VPP 2 run did not log 2 steps"
+echo "ok: ROLL's pipeline_model_parallel_size 2 x virtual_pipeline_model_parallel_size 2 runs"
+
+quiet "$RLFORGE" "${ppo[@]}" "${actor_pp2[@]}" critic.megatron.pipeline_model_parallel_size=4 --dump-schedule 4
+grep -q "^critic (critic.megatron):" "$SCRATCH/last.log" || fail "--dump-schedule printed no critic table"
+grep -qF "   0 | ag0 F0.0 >a0.0   | ag0 <a0.0" "$SCRATCH/last.log" || fail "--dump-schedule: not the 1F1B table"
+echo "ok: --dump-schedule"

@@ -6,7 +6,7 @@
 # the stages taking turns at the prompts). Checkpoints cross PP layouts (acceptance 3): a run at PP 2 x TP 2
 # resumed from its step-10 checkpoint at one process, and a one-process run resumed at PP 4, both match the
 # uninterrupted one-process run; the PP 2 x TP 2 checkpoint converts to an HF folder whose weights are bit for bit
-# those the run exported itself.
+# those the run exported itself. `--dump-schedule M` prints the split and the table without any ranks.
 source "$(dirname "$0")/common.sh"
 
 base=(--config examples/sft_arith.yaml model.config.num_hidden_layers=4 trainer.total_training_steps=20
@@ -51,3 +51,9 @@ quiet "$RLFORGE" sft --nproc 4 "${base[@]}" trainer.default_local_dir="$SCRATCH/
   megatron.pipeline_model_parallel_size=4
 grep -q "resumed from .*global_step_10" "$SCRATCH/last.log" || fail "the PP 4 run did not resume"
 expect_sft_like one to_pp4
+quiet "$RLFORGE" sft "${base[@]}" megatron.pipeline_model_parallel_size=2 megatron.virtual_pipeline_model_parallel_size=2 \
+  --dump-schedule 4
+grep -qF "  pp 1: [1] [3, L]" "$SCRATCH/last.log" || fail "--dump-schedule printed no split"
+grep -qF "   8 | B1.1 >a3.0+>g1.1+<a2.1+<g0.0 | B0.0 >a2.0+>g0.0+<a3.0+<g1.0" "$SCRATCH/last.log" \
+  || fail "--dump-schedule: not the interleaved table"
+echo "ok: --dump-schedule"
