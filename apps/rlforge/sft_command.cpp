@@ -40,12 +40,12 @@ Command add_sft_command(CLI::App& app, const dist::MpiRuntime& mpi) {
                         "SFT trains every step, so nothing is idle to offload (offload applies to `rlforge train`'s "
                         "roles); expected false");
     const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
-    // The schedule of the config's pipeline, whatever world runs this: no ranks are needed to print it.
+    // The schedule of the config's pipeline, whatever world runs this: no ranks are needed to print it. Every
+    // rank checks the split, so a wrong one is the same error on each (reported once).
     if (*dump_schedule > 0) {
-      if (world->rank() == 0)
-        std::printf("%s", engine::dump_pipeline_schedule(sft.megatron, trainer::model_shape(sft.model).num_hidden_layers,
-                                                         *dump_schedule)
-                              .c_str());
+      const std::string table =
+          engine::dump_pipeline_schedule(sft.megatron, trainer::pipeline_split(sft), *dump_schedule, "megatron.");
+      if (world->rank() == 0) std::printf("%s", table.c_str());
       return 0;
     }
     trainer::check_parallel_layout(sft, world->size());

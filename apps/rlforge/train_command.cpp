@@ -4,12 +4,11 @@
 // bad values are errors naming the key; RlConfig::validate runs inside bind) and its layout is checked
 // against the world, all before any work. `--check-config` stops there and prints the resolved config.
 #include <cstdio>
-#include <filesystem>
 
 #include "apps/rlforge/commands.h"
 #include "apps/rlforge/rl_config_policy.h"
 #include "rl/trainer/rl_trainer.h"
-#include "rl/trainer/role_placement.h"
+#include "rl/trainer/rl_layout.h"
 #include "apps/rlforge/roll_config.h"
 #include "config/bind.h"
 #include "config/config_tree.h"
@@ -74,75 +73,18 @@ rl::RlConfig load_rl_config(const std::string& config_path, const std::vector<st
   return config::bind<rl::RlConfig>(tree.root(), "");
 }
 
-// A role's mini-batch of `mini_batch_size` prompts x `n` responses is split evenly over its DP ranks.
-void check_mini_batch_split(const std::string& key, int64_t mini_batch_size, int64_t n, int64_t num_dp_ranks) {
-  const int64_t responses = mini_batch_size * n;
-  if (responses % num_dp_ranks != 0)
-    throw ConfigError(key, fmt::format("a mini-batch's {} responses (ppo_mini_batch_size {} x rollout.n {}) do not "
-                                       "split over {} data-parallel ranks",
-                                       responses, mini_batch_size, n, num_dp_ranks));
-}
-
-// Each role on its ranks (rl/trainer/role_placement.h: all of them by default, the hybrid engine), each TP x PP
-// model-parallel group a slice of them and DP the rest. Context and expert sizes other than 1 were refused by
-// EngineConfig::validate already; the pipelines' layer splits are checked against the models once their
-// config.json files are read (RlTrainer).
-void check_rl_layout(const rl::RlConfig& config, int world_size) {
-  const rl::RolePlacement placement = rl::role_placement(config, world_size);
-  const auto check_tp = [&](const std::string& key, int64_t tp, const std::vector<int>& ranks) {
-    if (ranks.empty() && world_size % tp != 0)
-      throw ConfigError(key, fmt::format("{} does not divide the world size {}", tp, world_size));
-  };
-  // A megatron role: TP as above, then TP x PP against its ranks; returns its DP size.
-  const auto check_engine = [&](const std::string& prefix, const engine::EngineConfig& m,
-                                const std::vector<int>& ranks) {
-    check_tp(prefix + "tensor_model_parallel_size", m.tensor_model_parallel_size, ranks);
-    const int64_t num_ranks = ranks.empty() ? world_size : int64_t(ranks.size());
-    const int64_t model_parallel = m.tensor_model_parallel_size * m.pipeline_model_parallel_size;
-    if (num_ranks % model_parallel != 0)
-      throw ConfigError(prefix + "pipeline_model_parallel_size",
-                        fmt::format("tensor_model_parallel_size x pipeline_model_parallel_size = {} x {} does not "
-                                    "divide the role's {} ranks",
-                                    m.tensor_model_parallel_size, m.pipeline_model_parallel_size, num_ranks));
-    return num_ranks / model_parallel;
-  };
-  const rl::ActorRolloutRefSection& roles = config.actor_rollout_ref;
-  const int64_t actor_dp = check_engine("actor_rollout_ref.actor.megatron.", roles.actor.megatron, placement.actor);
-  check_engine("actor_rollout_ref.ref.megatron.", roles.ref.megatron, placement.ref);
-  check_tp("actor_rollout_ref.rollout.tensor_model_parallel_size", roles.rollout.tensor_model_parallel_size,
-           placement.rollout);
-  if (config.reward_model.enable) check_engine("reward_model.megatron.", config.reward_model.megatron, placement.reward_model);
-  check_mini_batch_split("actor_rollout_ref.actor.ppo_mini_batch_size", roles.actor.ppo_mini_batch_size,
-                         roles.rollout.sampling.n, actor_dp);
-  if (!config.uses_critic()) return;
-  // The critic sits on its own ranks (the actor's unless critic.device_mapping says otherwise), in its own
-  // layout.
-  const int64_t critic_tp = config.critic.megatron.tensor_model_parallel_size;
-  const int64_t critic_ranks = placement.critic.empty() ? world_size : int64_t(placement.critic.size());
-  if (critic_ranks % critic_tp != 0)
-    throw ConfigError("critic.megatron.tensor_model_parallel_size",
-                      fmt::format("{} does not divide the critic's {} ranks", critic_tp, critic_ranks));
-  const int64_t critic_dp = check_engine("critic.megatron.", config.critic.megatron, placement.critic);
-  check_mini_batch_split("critic.ppo_mini_batch_size", config.critic_ppo_mini_batch_size(), roles.rollout.sampling.n,
-                         critic_dp);
-}
-
 // `--dump-schedule M`: each training role's pipeline (the actor's, the critic's) for M micro-batches per DP rank.
-void dump_rl_schedules(const rl::RlConfig& config, int64_t num_microbatches) {
-  auto layers_of = [](const std::string& dir) {
-    return model::ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string()).num_hidden_layers;
-  };
+// Every rank builds the tables (a wrong split is the same error on each); world rank 0 prints them.
+void dump_rl_schedules(const rl::RlConfig& config, int64_t num_microbatches, bool print) {
   if (!config.actor_rollout_ref.model.path)
     throw ConfigError("actor_rollout_ref.model.path", "--dump-schedule reads the model's layer count from its folder");
-  std::printf("actor (actor_rollout_ref.actor.megatron):\n%s\n",
-              engine::dump_pipeline_schedule(config.actor_rollout_ref.actor.megatron,
-                                             layers_of(*config.actor_rollout_ref.model.path), num_microbatches)
-                  .c_str());
-  if (config.uses_critic())
-    std::printf("critic (critic.megatron):\n%s\n",
-                engine::dump_pipeline_schedule(config.critic.megatron, layers_of(config.critic_model_path()),
-                                               num_microbatches)
-                    .c_str());
+  for (const rl::MegatronRole& role : rl::megatron_roles(config)) {
+    if (!role.trains) continue;
+    const std::string table =
+        engine::dump_pipeline_schedule(*role.megatron, rl::pipeline_split(role), num_microbatches, role.key_prefix);
+    const std::string block = role.key_prefix.substr(0, role.key_prefix.size() - 1);  // without the last dot
+    if (print) std::printf("%s (%s):\n%s\n", role.name.c_str(), block.c_str(), table.c_str());
+  }
 }
 
 }  // namespace
@@ -166,10 +108,10 @@ Command add_train_command(CLI::App& app, const dist::MpiRuntime& mpi) {
     const std::unique_ptr<dist::ProcessGroup> world = mpi.world();
     // The schedules of the config's pipelines, whatever world runs this: no ranks are needed to print them.
     if (*dump_schedule > 0) {
-      if (world->rank() == 0) dump_rl_schedules(config, *dump_schedule);
+      dump_rl_schedules(config, *dump_schedule, world->rank() == 0);
       return 0;
     }
-    check_rl_layout(config, world->size());
+    rl::check_rl_layout(config, world->size());
     const std::string resolved_yaml = YAML::Dump(config::to_yaml(config));
     if (*check_only) {
       if (world->rank() == 0) std::printf("%s\n", resolved_yaml.c_str());

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "engine/pipeline/pipeline_schedule.h"
 #include "model/pipeline_split.h"
 
 namespace rf::engine {
@@ -95,6 +96,20 @@ struct EngineConfig {
   // The layer split of a model of `num_hidden_layers` layers over the pipeline (one stage at PP 1):
   // ConfigError naming the key for a split that does not fit the model.
   model::PipelineSplit pipeline_layout(int64_t num_hidden_layers) const;
+  // PP > 1 or a layer-split key set: then the split depends on the model's layer count, and the commands check
+  // pipeline_layout() against the model before any work. Otherwise the one stage holds every layer.
+  bool splits_layers() const {
+    return pipeline_model_parallel_size > 1 || pipeline_split != model::PipelineSplitConfig{};
+  }
+  // The schedule of a training pass of `num_microbatches` micro-batches per data-parallel rank over `split`
+  // (this config's pipeline_layout()). Its validate() is the ConfigError the engine raises for a count the
+  // interleaved schedule cannot take, keyed relative to this block.
+  pipeline::ScheduleShape schedule_shape(const model::PipelineSplit& split, int64_t num_microbatches) const {
+    return {.num_stages = split.pp_size,
+            .num_chunks = split.vp_size,
+            .num_microbatches = num_microbatches,
+            .microbatch_group_size = microbatch_group_size_per_vp_stage.value_or(0)};
+  }
   int64_t virtual_pipeline_size() const { return pipeline_split.virtual_pipeline_model_parallel_size.value_or(1); }
   // A non-finite step is skipped and the run goes on: its trainer logs <role>/skipped_steps.
   bool skips_non_finite_steps() const { return check_for_nan_in_loss_and_grad && nan_policy == NanPolicy::skip_step; }

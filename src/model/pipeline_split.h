@@ -65,6 +65,7 @@ struct PipelineSplitConfig {
   // does not parse, keys that exclude each other (first/last stage sizes with account_for_*, a layout
   // with any of those).
   void validate() const;
+  bool operator==(const PipelineSplitConfig&) const = default;
 };
 
 // One item of pipeline_model_parallel_layout.

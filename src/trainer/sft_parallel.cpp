@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <iterator>
+#include <optional>
 
 #include "config/yaml_json.h"
 #include "core/error.h"
@@ -20,14 +21,17 @@ void check_batch_splits(int64_t num_examples, int64_t num_dp_ranks) {
 }
 
 // The layer checks key their errors by the megatron block's own keys; the user wrote them under
-// `megatron.`. `where` says which model a TP check looked at.
-[[noreturn]] void rethrow_under_megatron(const ConfigError& error, const std::string& where = "") {
-  throw ConfigError("megatron." + error.key_path(), error.detail() + where);
+// `megatron.`. `context` says which model a check looked at, or which count.
+[[noreturn]] void rethrow_under_megatron(const ConfigError& error, const std::string& context = "") {
+  throw ConfigError("megatron." + error.key_path(), error.detail() + context);
 }
 
-}  // namespace
+std::string model_source(const ModelSection& m) {
+  return m.path ? fmt::format(" in {}/config.json", *m.path) : std::string(" in model.config");
+}
 
-// A bad model.config is keyed as the run keys it (model.config.<field>).
+// The shape of the model the run will build, before the tokenizer is read (its vocab_size may be a
+// stand-in: no layout rule reads it). A bad model.config is keyed as the run keys it (model.config.<field>).
 model::ModelConfig model_shape(const ModelSection& m) {
   if (m.path) return model::ModelConfig::from_file((std::filesystem::path(*m.path) / "config.json").string());
   nlohmann::json json = config::yaml_to_json(m.config);
@@ -40,6 +44,37 @@ model::ModelConfig model_shape(const ModelSection& m) {
   }
 }
 
+model::PipelineSplit split_of(const SftConfig& config, const model::ModelConfig& shape) {
+  try {
+    return config.megatron.pipeline_layout(shape.num_hidden_layers);
+  } catch (const ConfigError& e) {
+    rethrow_under_megatron(e, model_source(config.model));
+  }
+}
+
+// An interleaved schedule takes only some micro-batch counts (ScheduleShape::validate); a step's count is
+// known here, so a config the engine would refuse at its first step is refused before the run.
+void check_step_schedule(const SftConfig& config, const model::PipelineSplit& split, int64_t num_dp_ranks) {
+  const int64_t num_microbatches = num_microbatches_per_step(config.data, num_dp_ranks);
+  try {
+    config.megatron.schedule_shape(split, num_microbatches).validate();
+  } catch (const ConfigError& e) {
+    rethrow_under_megatron(e, fmt::format("; a step has {} micro-batches per data-parallel rank (data.train_batch_size "
+                                          "{} over {} data-parallel ranks, data.micro_batch_size_per_gpu {} each)",
+                                          num_microbatches, config.data.train_batch_size, num_dp_ranks,
+                                          config.data.micro_batch_size_per_gpu));
+  }
+}
+
+}  // namespace
+
+model::PipelineSplit pipeline_split(const SftConfig& config) { return split_of(config, model_shape(config.model)); }
+
+int64_t num_microbatches_per_step(const data::DataConfig& data, int64_t num_dp_ranks) {
+  const int64_t share = data.train_batch_size / num_dp_ranks;
+  return (share + data.micro_batch_size_per_gpu - 1) / data.micro_batch_size_per_gpu;
+}
+
 void check_parallel_layout(const SftConfig& config, int world_size) {
   const engine::EngineConfig& megatron = config.megatron;
   int64_t num_dp_ranks = 0;
@@ -48,22 +83,18 @@ void check_parallel_layout(const SftConfig& config, int world_size) {
   } catch (const ConfigError& e) {
     rethrow_under_megatron(e);
   }
-  if (megatron.tensor_model_parallel_size > 1 || megatron.pipeline_model_parallel_size > 1) {
+  std::optional<model::PipelineSplit> split;
+  if (megatron.tensor_model_parallel_size > 1 || megatron.splits_layers()) {
     const model::ModelConfig shape = model_shape(config.model);
-    const std::string where =
-        config.model.path ? fmt::format(" in {}/config.json", *config.model.path) : std::string(" in model.config");
     try {
       model::check_tp_divides(shape, megatron.tensor_model_parallel_size);
     } catch (const ConfigError& e) {
-      rethrow_under_megatron(e, where);
+      rethrow_under_megatron(e, model_source(config.model));
     }
-    try {
-      (void)megatron.pipeline_layout(shape.num_hidden_layers);
-    } catch (const ConfigError& e) {
-      rethrow_under_megatron(e, where);
-    }
+    if (megatron.splits_layers()) split = split_of(config, shape);
   }
   check_batch_splits(config.data.train_batch_size, num_dp_ranks);
+  if (split) check_step_schedule(config, *split, num_dp_ranks);
 }
 
 std::vector<data::Example> dp_share(std::vector<data::Example> global_batch, const dist::ProcessGroup& dp) {

@@ -2,7 +2,8 @@
 # Issue #6's acceptance 6: a wrong parallel layout fails `rlforge sft --nproc N` on every rank with one
 # message naming the key, before any work (the run folder is never created: the layout is checked
 # right after the config is read), and never hangs (each job runs under a timeout). Each case uses the
-# fewest ranks that show it. Not here: the order string and expert_tensor_parallel_size, which the
+# fewest ranks that show it; the pipeline's split keys (issue #22 acceptance 5) are refused on one process and
+# on two alike. Not here: the order string and expert_tensor_parallel_size, which the
 # megatron block does not have as keys (the default order is always used).
 source "$(dirname "$0")/common.sh"
 
@@ -55,18 +56,43 @@ refused sp_without_tp 2 \
   megatron.sequence_parallel=true
 refused vocab_multiple_zero 2 "megatron.make_vocab_size_divisible_by: must be >= 1, got 0" \
   megatron.tensor_model_parallel_size=2 megatron.make_vocab_size_divisible_by=0
-# The axes the engine does not run yet, each on a world it would divide.
-# Pipeline splits that do not fit the model (issue #22 acceptance 5): the main job's model has 2 layers.
+# Pipeline splits that do not fit the model (issue #22 acceptance 5): the main job's model has 2 layers. On one
+# process (PP 1: a split key set there is checked all the same) and on two.
+for ranks in 1 2; do
+  refused vpp_without_pp_np$ranks $ranks \
+    "megatron.virtual_pipeline_model_parallel_size: 2 needs pipeline_model_parallel_size > 1" \
+    megatron.virtual_pipeline_model_parallel_size=2
+  refused layout_unparsable_np$ranks $ranks \
+    "megatron.pipeline_model_parallel_layout: cannot parse at column 4: '(' is not closed (in \"Et|(tL\")" \
+    megatron.pipeline_model_parallel_size=$ranks 'megatron.pipeline_model_parallel_layout=Et|(tL'
+done
+refused noop_out_of_range_np1 1 "megatron.noop_layers: index 9 out of range [0, 3) (2 layers + 1 noop) in model.config" \
+  'megatron.noop_layers=[9]'
+refused layout_stages_at_pp1 1 "megatron.pipeline_model_parallel_layout: 2 virtual stages need \
+pipeline_model_parallel_size > 1 (they interleave over pipeline ranks) in model.config" \
+  'megatron.pipeline_model_parallel_layout=Et|tL'
+refused first_stage_at_pp1 1 \
+  "megatron.num_layers_in_first_pipeline_stage: 1 needs pipeline_model_parallel_size > 1 in model.config" \
+  megatron.num_layers_in_first_pipeline_stage=1
 refused pp_layers_not_divisible 2 \
   "megatron.pipeline_model_parallel_size: 2 does not divide the 3 layers (noop_layers can pad them) in model.config" \
   megatron.pipeline_model_parallel_size=2 model.config.num_hidden_layers=3
-refused vpp_without_pp 2 "megatron.virtual_pipeline_model_parallel_size: 2 needs pipeline_model_parallel_size > 1" \
-  megatron.virtual_pipeline_model_parallel_size=2
-refused noop_out_of_range 2 "megatron.noop_layers: index 7 out of range [0, 4) (2 layers + 2 noop) in model.config" \
+refused noop_out_of_range_np2 2 \
+  "megatron.noop_layers: index 7 out of range [0, 4) (2 layers + 2 noop) in model.config" \
   megatron.pipeline_model_parallel_size=2 'megatron.noop_layers=[1, 7]'
-refused layout_unparsable 2 \
-  "megatron.pipeline_model_parallel_layout: cannot parse at column 4: '(' is not closed (in \"Et|(tL\")" \
-  megatron.pipeline_model_parallel_size=2 'megatron.pipeline_model_parallel_layout=Et|(tL'
+# Interleaving takes at least PP micro-batches per step: 128 examples in micro-batches of 128 are one.
+refused interleaved_microbatches 2 "megatron.microbatch_group_size_per_vp_stage: 2 must lie in \
+[pipeline_model_parallel_size = 2, num_microbatches = 1]; a step has 1 micro-batches per data-parallel rank \
+(data.train_batch_size 128 over 1 data-parallel ranks, data.micro_batch_size_per_gpu 128 each)" \
+  megatron.pipeline_model_parallel_size=2 megatron.virtual_pipeline_model_parallel_size=2 \
+  model.config.num_hidden_layers=4 data.micro_batch_size_per_gpu=128
+# --dump-schedule checks the split the same way (it needs no ranks), and the count it is given.
+refused dump_schedule_noop 1 "megatron.noop_layers: index 7 out of range [0, 3) (2 layers + 1 noop) in model.config" \
+  megatron.pipeline_model_parallel_size=2 'megatron.noop_layers=[7]' --dump-schedule 4
+refused dump_schedule_microbatches 2 "megatron.microbatch_group_size_per_vp_stage: 2 must lie in \
+[pipeline_model_parallel_size = 2, num_microbatches = 1]" megatron.pipeline_model_parallel_size=2 \
+  megatron.virtual_pipeline_model_parallel_size=2 model.config.num_hidden_layers=4 --dump-schedule 1
+# The axes the engine does not run yet, each on a world it would divide.
 refused context_parallel 2 "megatron.context_parallel_size: 2: context parallelism is not supported yet" \
   megatron.context_parallel_size=2
 refused expert_parallel 2 "megatron.expert_model_parallel_size: 2: expert parallelism is not supported yet" \

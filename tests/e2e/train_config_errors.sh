@@ -77,6 +77,29 @@ refused builtin_task_needs_steps "trainer.total_training_steps: required with a 
 refused rollout_tp_not_dividing_world \
   "actor_rollout_ref.rollout.tensor_model_parallel_size: 2 does not divide the world size 3" \
   --nproc 3 actor_rollout_ref.rollout.tensor_model_parallel_size=2
+# Each megatron role's pipeline split against its own model's layers (issue #22 acceptance 5), keyed by the role
+# and naming the model, on one process and on two, `--check-config` included: a 4-layer policy and a 3-layer
+# critic made by init-model (no download).
+for layers in 4 3; do
+  quiet "$RLFORGE" init-model --arch qwen3 --out "$SCRATCH/model$layers" --seed 1 --vocab 512 --hidden 32 \
+    --layers "$layers" --heads 4 --kv-heads 2 --ffn 64 --tie 0
+done
+policy=(actor_rollout_ref.model.path="$SCRATCH/model4")
+for ranks in 1 2; do
+  refused actor_noop_np$ranks "actor_rollout_ref.actor.megatron.noop_layers: index 7 out of range [0, 5) (4 layers \
++ 1 noop) in $SCRATCH/model4/config.json" --nproc $ranks "${policy[@]}" 'actor_rollout_ref.actor.megatron.noop_layers=[7]'
+done
+refused ref_layout_at_pp1 "actor_rollout_ref.ref.megatron.pipeline_model_parallel_layout: 2 virtual stages need \
+pipeline_model_parallel_size > 1" "${policy[@]}" 'actor_rollout_ref.ref.megatron.pipeline_model_parallel_layout=Ett|ttL'
+refused critic_layers_check_config "critic.megatron.pipeline_model_parallel_size: 2 does not divide the 3 layers \
+(noop_layers can pad them) in $SCRATCH/model3/config.json" --nproc 2 --check-config "${policy[@]}" \
+  algorithm.adv_estimator=gae critic.model.path="$SCRATCH/model3" critic.megatron.pipeline_model_parallel_size=2
+# An update cut by count (ppo_micro_batch_size_per_gpu null: a mini-batch's share in one micro-batch) is one
+# micro-batch, and interleaving needs at least PP of them.
+refused actor_interleaved_update "actor_rollout_ref.actor.megatron.microbatch_group_size_per_vp_stage: 2 must lie in \
+[pipeline_model_parallel_size = 2, num_microbatches = 1]; an update has 1 micro-batches per data-parallel rank" \
+  --nproc 2 "${policy[@]}" actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2 \
+  actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size=2
 
 # A verl config that keeps verl's keys rlforge lacks at their defaults loads: each is named in a warning
 # and left out of the resolved config, and `--check-config` exits 0 before any work. Some come in the

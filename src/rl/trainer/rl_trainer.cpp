@@ -260,27 +260,6 @@ std::optional<int64_t> checkpoints_to_keep(const RlConfig& config) {
 
 // The policy's HF folder: RL starts from a model, whose positions must hold a prompt and its response (every
 // pass scores them; the rollout would refuse them only at generation).
-// Each training role's pipeline split against its model's layers, before anything is built: a split that does
-// not fit is one ConfigError naming the role's key, the same on every rank.
-void check_pipeline_layouts(const RlConfig& config, const model::ModelConfig& policy) {
-  auto check = [](const engine::EngineConfig& megatron, const std::string& prefix, int64_t num_layers) {
-    try {
-      (void)megatron.pipeline_layout(num_layers);
-    } catch (const ConfigError& e) {
-      throw ConfigError(prefix + e.key_path(), e.detail());
-    }
-  };
-  auto layers_of = [](const std::string& dir) {
-    return model::ModelConfig::from_file((std::filesystem::path(dir) / "config.json").string()).num_hidden_layers;
-  };
-  check(config.actor_rollout_ref.actor.megatron, "actor_rollout_ref.actor.megatron.", policy.num_hidden_layers);
-  if (config.uses_reference())
-    check(config.actor_rollout_ref.ref.megatron, "actor_rollout_ref.ref.megatron.", policy.num_hidden_layers);
-  if (config.uses_critic()) check(config.critic.megatron, "critic.megatron.", layers_of(config.critic_model_path()));
-  if (config.reward_model.enable && config.reward_model.model.path)
-    check(config.reward_model.megatron, "reward_model.megatron.", layers_of(*config.reward_model.model.path));
-}
-
 model::HfModelFolder open_policy_folder(const RlConfig& config) {
   if (!config.actor_rollout_ref.model.path)
     throw ConfigError("actor_rollout_ref.model.path",
@@ -294,7 +273,6 @@ model::HfModelFolder open_policy_folder(const RlConfig& config) {
                                   "{} of {}/config.json",
                                   config.prompt_length(), config.response_length(), longest,
                                   folder.config.max_position_embeddings, *config.actor_rollout_ref.model.path));
-  check_pipeline_layouts(config, folder.config);
   return folder;
 }
 

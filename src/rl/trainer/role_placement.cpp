@@ -34,7 +34,7 @@ RolePlacement role_placement(const RlConfig& config, int world_size) {
     for (const int r : ranks)
       if (r >= world_size)
         throw ConfigError(key, fmt::format("rank {} is outside the world of {} ranks", r, world_size));
-    // (On every rank, the TP size must divide the world: train_command.cpp's check_rl_layout says so.)
+    // (On every rank, the TP size must divide the world: rl_layout.h's check_rl_layout says so.)
     if (!ranks.empty() && int64_t(ranks.size()) % tp != 0)
       throw ConfigError(key, fmt::format("{} ranks cannot hold TP groups of {} (the role's tensor_model_parallel_size)",
                                          ranks.size(), tp));
