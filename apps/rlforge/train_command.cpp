@@ -1,6 +1,7 @@
 // `rlforge train --config FILE [key=value ...]`: RL post-training (verl's main_ppo). The config is read
-// as verl's would be (the file, rlforge's defaults under it, dotted overrides), verl's keys rlforge does
-// not implement go through rl_config_policy.h, then it is bound into the typed RlConfig (unknown keys and
+// as verl's would be (the file, rlforge's defaults under it, dotted overrides), the pipeline keys verl spells
+// under override_transformer_config move into the megatron blocks (transformer_config_keys.h), verl's keys
+// rlforge does not implement go through rl_config_policy.h, then it is bound into the typed RlConfig (unknown keys and
 // bad values are errors naming the key; RlConfig::validate runs inside bind) and its layout is checked
 // against the world, all before any work. `--check-config` stops there and prints the resolved config.
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "rl/trainer/rl_trainer.h"
 #include "rl/trainer/rl_layout.h"
 #include "apps/rlforge/roll_config.h"
+#include "apps/rlforge/transformer_config_keys.h"
 #include "config/bind.h"
 #include "config/config_tree.h"
 #include "config/yaml_util.h"
@@ -54,12 +56,15 @@ YAML::Node megatron_in_file(const config::ConfigTree& tree, const std::string& r
   return in_file.IsDefined() ? YAML::Clone(in_file) : YAML::Node();
 }
 
-rl::RlConfig load_rl_config(const std::string& config_path, const std::vector<std::string>& overrides) {
+rl::RlConfig load_rl_config(const std::string& config_path, const std::vector<std::string>& given_overrides) {
   config::ConfigTree tree = config::ConfigTree::from_file(config_path);
   // A ROLL-style file becomes verl's key tree here (roll_config.h); from this line on it is a verl config.
   if (is_roll_config(tree.root()))
     tree = config::ConfigTree::from_string(YAML::Dump(translate_roll_config(tree.root(), config_path).verl_tree),
                                            config_path);
+  // verl's override_transformer_config spellings of the pipeline keys, before the blocks take defaults.
+  move_transformer_config_keys(tree);
+  const std::vector<std::string> overrides = move_transformer_config_overrides(given_overrides);
   const YAML::Node ref_in_file = megatron_in_file(tree, "actor_rollout_ref.ref");
   const YAML::Node critic_in_file = megatron_in_file(tree, "critic");
   const YAML::Node reward_model_in_file = megatron_in_file(tree, "reward_model");

@@ -100,8 +100,28 @@ struct RowCase {
   std::string expected;
 };
 
+// Megatron's layer-split keys in a Megatron role's strategy_config (mcore_adapter passes them through): each
+// lands in the role's megatron block as given, for actor_train, reference and the critic.
+std::vector<RowCase> with_split_key_cases(std::vector<RowCase> cases) {
+  const std::pair<std::string, std::string> keys[] = {{"num_layers_in_first_pipeline_stage", "3"},
+                                                      {"num_layers_in_last_pipeline_stage", "5"},
+                                                      {"account_for_embedding_in_pipeline_split", "true"},
+                                                      {"account_for_loss_in_pipeline_split", "true"},
+                                                      {"pipeline_model_parallel_layout", "Et|tL"},
+                                                      {"microbatch_group_size_per_vp_stage", "4"}};
+  for (const auto& [key, value] : keys) {
+    const std::string section = "{strategy_args: {strategy_config: {" + key + ": " + value + "}}}";
+    cases.push_back({"actor_train.strategy_args.strategy_config." + key, "actor_train: " + section,
+                     "actor_rollout_ref.actor.megatron." + key, value});
+    cases.push_back({"reference.strategy_args.strategy_config." + key, "reference: " + section,
+                     "actor_rollout_ref.ref.megatron." + key, value});
+    cases.push_back({"critic.strategy_args.strategy_config." + key, with_critic(section), "critic.megatron." + key, value});
+  }
+  return cases;
+}
+
 const std::vector<RowCase>& row_cases() {
-  static const std::vector<RowCase> cases = {
+  static const std::vector<RowCase> cases = with_split_key_cases({
       // the run
       {"exp_name", "exp_name: run7", "trainer.experiment_name", "run7"},
       {"seed", "seed: 7", "actor_rollout_ref.actor.megatron.seed", "7"},
@@ -446,7 +466,7 @@ const std::vector<RowCase>& row_cases() {
        "data.task_kwargs", "{digits: 2}"},
       {"rlforge", "rlforge: {data: {task: arith, task_kwargs: {digits: 2}}, trainer: {deterministic: true}}",
        "trainer.deterministic", "true"},
-  };
+  });
   return cases;
 }
 
