@@ -3,6 +3,9 @@
 #include <optional>
 
 #include "core/element_access.h"
+#include "core/log.h"
+#include "engine/pipeline/pipeline_executor.h"
+#include "engine/pipeline_stage.h"
 #include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 
@@ -10,15 +13,16 @@ namespace rf::engine {
 namespace {
 
 model::ParamLayout layout_for(const EngineConfig& config, const model::ModelConfig& model_config,
-                              const dist::ParallelContext& parallel) {
+                              const model::PipelineSplit& split, const dist::ParallelContext& parallel) {
   if (config.tensor_model_parallel_size != parallel.tp().size())
     throw ConfigError("tensor_model_parallel_size",
                       fmt::format("{} but the engine's TP group has {} ranks", config.tensor_model_parallel_size,
                                   parallel.tp().size()));
-  return model::ParamLayout::for_model(model_config,
+  return model::ParamLayout::for_stage(model_config,
                                        model::TensorParallelShard{.rank = parallel.tp().rank(),
                                                                   .size = parallel.tp().size(),
-                                                                  .vocab_multiple = config.make_vocab_size_divisible_by});
+                                                                  .vocab_multiple = config.make_vocab_size_divisible_by},
+                                       stage_parts(split, parallel.pp().rank()));
 }
 
 EngineConfig validated(EngineConfig config) {
@@ -33,31 +37,42 @@ InferEngine::InferEngine(const EngineConfig& engine_config, const model::ModelCo
                          MemoryTracker& tracker, int64_t max_tokens_per_micro_batch)
     : config_(validated(engine_config)),
       parallel_(parallel),
-      params_(layout_for(config_, model_config, parallel), config_.compute_dtype(),
+      tracker_(tracker),
+      split_(pipeline_split_of(config_, model_config, parallel)),
+      params_(layout_for(config_, model_config, split_, parallel), config_.compute_dtype(),
               {&tracker, MemoryTier::device, MemoryCategory::params}) {
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
   const int64_t tp = parallel.sequence_parallel() ? parallel.tp().size() : 1;
   capacity_ = (max_tokens_per_micro_batch + tp - 1) / tp * tp;
-  model_ = std::make_unique<model::CausalLm>(model_config, params_, nullptr, kernels, parallel, &tracker);
-  model_->reserve(capacity_);
+  // A forward-only pass keeps nothing between actions (the executor copies what it sends), so each chunk's
+  // own activations are all it needs.
+  for (int64_t v = 0; v < split_.vp_size; ++v) {
+    chunks_.push_back(std::make_unique<model::CausalLm>(model_config, chunk_span(split_, parallel.pp().rank(), v),
+                                                        params_, nullptr, kernels, parallel, &tracker));
+    chunks_.back()->reserve(capacity_);
+  }
   params_offload_.add(params_.storage());
+  if (parallel.role().rank() == 0 && split_.pp_size > 1) core::log_info("{}", split_.describe());
 }
 
 void InferEngine::offload(OffloadSet parts) {
   if (parts.params) params_offload_.offload(OffloadContents::keep);
-  if (parts.activations) model_->set_activations_resident(false);
+  if (parts.activations)
+    for (const auto& chunk : chunks_) chunk->set_activations_resident(false);
 }
 
 void InferEngine::onload() {
   params_offload_.onload();
-  model_->set_activations_resident(true);
+  for (const auto& chunk : chunks_) chunk->set_activations_resident(true);
 }
 
 void InferEngine::update_weights(const std::string& hf_name, TensorView full) {
   onload();
-  const model::ParamEntry& e = params_.layout().entry(hf_name);
+  const model::ParamLayout& layout = params_.layout();
+  if (!layout.contains(hf_name) && layout.in_model(hf_name)) return;  // another pipeline stage's
+  const model::ParamEntry& e = layout.entry(hf_name);
   check_shape(full, e.hf_shape, hf_name.c_str());
   copy_convert(e.hf_part(full), e.local_part(params_.get(hf_name)));
 }
@@ -67,46 +82,64 @@ void InferEngine::load_hf_weights(const std::string& model_dir) {
   model::load_hf_weights(params_, model_dir);
 }
 
-model::ModelOutputs InferEngine::forward(const TensorMap& mb, double temperature, model::EntropyOutput entropy) {
-  const int64_t N = mb.num_tokens();
-  RF_CHECK(N <= capacity_, "InferEngine: a micro-batch of {} tokens, room for {}", N, capacity_);
-  // Sequence parallel needs N to divide over TP: a padding document whose outputs are dropped.
-  std::optional<model::PackedSequences> padded;
-  const model::ModelInputs inputs = micro_batch_inputs(mb, temperature, parallel_, padded);
-  model::ModelOutputs out = model_->forward(inputs, entropy);
-  for (TensorView* t : {&out.logp_N, &out.entropy_N, &out.values_N})
-    if (!t->empty()) *t = t->slice(0, 0, N);
-  return out;
+std::vector<TensorMap> InferEngine::forward(const std::vector<TensorMap>& micro_batches, double temperature,
+                                            model::EntropyOutput entropy, const std::vector<std::string>& keys) {
+  onload();
+  const int64_t M = int64_t(micro_batches.size());
+  std::vector<TensorMap> outputs(static_cast<size_t>(M));
+  if (M == 0) return outputs;
+  const pipeline::PipelineSchedule schedule =
+      pass_schedule(split_, config_, M, pipeline::PipelinePass::forward_only);
+  const model::CausalLm& head_chunk = *chunks_.back();
+  pipeline::StageWork work;
+  work.transfer_dtype = config_.compute_dtype();
+  // Every micro-batch's inputs, alive until the schedule ends (sequence parallel needs N to divide over TP: a
+  // padding document whose outputs are dropped).
+  std::vector<std::optional<model::PackedSequences>> padded(static_cast<size_t>(M));
+  std::vector<model::ModelInputs> inputs;
+  for (int64_t i = 0; i < M; ++i)
+    inputs.push_back(micro_batch_inputs(micro_batches[size_t(i)], temperature, parallel_, padded[size_t(i)]));
+  work.transfer_shape = [&](int64_t i) {
+    const int64_t N = inputs[size_t(i)].seq_len;
+    return Shape{parallel_.sequence_parallel() ? N / parallel_.tp().size() : N, head_chunk.config().hidden_size};
+  };
+  work.forward = [&](int64_t i, int64_t v, TensorView input) -> TensorView {
+    const TensorMap& mb = micro_batches[size_t(i)];
+    const int64_t N = mb.num_tokens();
+    RF_CHECK(N <= capacity_, "InferEngine: a micro-batch of {} tokens, room for {}", N, capacity_);
+    model::CausalLm& chunk = *chunks_[size_t(v)];
+    model::ModelInputs in = inputs[size_t(i)];
+    in.hidden_NC = input;
+    const model::ModelOutputs out = chunk.forward(in, entropy);
+    if (!chunk.span().post_process) return out.hidden_NC;
+    for (const std::string& key : keys) {
+      const TensorView t_N = key == "log_probs" ? out.logp_N : key == "entropy" ? out.entropy_N : out.values_N;
+      outputs[size_t(i)].set(key, clone(t_N.slice(0, 0, N), DType::f32));
+    }
+    return {};
+  };
+  work.backward = [](int64_t, int64_t, TensorView) -> TensorView {
+    throw Error("InferEngine: a forward-only schedule asked for a backward");
+  };
+  pipeline::run_stage_actions(schedule.stages[size_t(parallel_.pp().rank())], parallel_.pp(), work,
+                              {&tracker_, MemoryTier::device, MemoryCategory::activations});
+  if (split_.pp_size > 1) share_outputs_over_pipeline(parallel_.pp(), keys, micro_batches, outputs);
+  return outputs;
 }
 
 std::vector<TensorMap> InferEngine::compute_log_prob(const std::vector<TensorMap>& micro_batches, double temperature,
                                                      model::EntropyOutput entropy) {
-  RF_CHECK(model_->config().head == model::HeadKind::lm, "compute_log_prob: a {} model has no LM head",
-           model::head_name(model_->config().head));
-  onload();
-  std::vector<TensorMap> outputs;
-  for (const TensorMap& mb : micro_batches) {
-    const model::ModelOutputs out = forward(mb, temperature, entropy);
-    TensorMap result;
-    result.set("log_probs", clone(out.logp_N, DType::f32));
-    if (entropy == model::EntropyOutput::compute) result.set("entropy", clone(out.entropy_N, DType::f32));
-    outputs.push_back(std::move(result));
-  }
-  return outputs;
+  RF_CHECK(chunks_.front()->config().head == model::HeadKind::lm, "compute_log_prob: a {} model has no LM head",
+           model::head_name(chunks_.front()->config().head));
+  return forward(micro_batches, temperature, entropy, forward_output_keys(model::HeadKind::lm, entropy));
 }
 
 std::vector<TensorMap> InferEngine::compute_values(const std::vector<TensorMap>& micro_batches) {
-  RF_CHECK(model_->config().head != model::HeadKind::lm,
+  const model::HeadKind head = chunks_.front()->config().head;
+  RF_CHECK(head != model::HeadKind::lm,
            "compute_values: an LM has no value head (expected a ForTokenClassification or "
            "ForSequenceClassification model)");
-  onload();
-  std::vector<TensorMap> outputs;
-  for (const TensorMap& mb : micro_batches) {
-    TensorMap result;
-    result.set("values", clone(forward(mb, 1.0, model::EntropyOutput::skip).values_N, DType::f32));
-    outputs.push_back(std::move(result));
-  }
-  return outputs;
+  return forward(micro_batches, 1.0, model::EntropyOutput::skip, forward_output_keys(head, model::EntropyOutput::skip));
 }
 
 Tensor last_token_values(TensorView values_N, std::span<const int32_t> cu_seqlens) {

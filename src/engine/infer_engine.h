@@ -5,6 +5,8 @@
 // a value or score model (a reward model: model_config.h's HeadKind), their values, of which
 // last_token_values reads each document's score.
 // Micro-batches are TensorMaps with input_ids, position_ids, labels and cu_seqlens (train_engine.h).
+// Pipeline parallel as TrainEngine: a rank holds its stage's chunks (pipeline_stage.h) and runs the
+// forward-only schedule through the one executor; every stage returns the last stage's outputs.
 // Idle-role offload (verl's ref.megatron.param_offload): offload() moves the weights to the host tier
 // between uses; everything that reads or writes them onloads them first.
 #pragma once
@@ -19,6 +21,7 @@
 #include "engine/offload_set.h"
 #include "engine/tensor_map.h"
 #include "model/causal_lm.h"
+#include "model/pipeline_split.h"
 
 namespace rf::engine {
 
@@ -28,7 +31,8 @@ class InferEngine {
               const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker,
               int64_t max_tokens_per_micro_batch);
 
-  // One weight by HF name, whole (any floating dtype): this rank keeps its TP shard.
+  // One weight by HF name, whole (any floating dtype): this rank keeps its TP shard (nothing of another
+  // pipeline stage's weight).
   void update_weights(const std::string& hf_name, TensorView full);
   void load_hf_weights(const std::string& model_dir);
 
@@ -53,13 +57,16 @@ class InferEngine {
   bool offloaded() const { return params_offload_.offloaded(); }
 
  private:
-  // The model's outputs of a micro-batch's N tokens, run padded for sequence parallel when needed.
-  model::ModelOutputs forward(const TensorMap& micro_batch, double temperature, model::EntropyOutput entropy);
+  // The outputs under `keys` (forward_output_keys) of every micro-batch, on every pipeline stage.
+  std::vector<TensorMap> forward(const std::vector<TensorMap>& micro_batches, double temperature,
+                                 model::EntropyOutput entropy, const std::vector<std::string>& keys);
 
   EngineConfig config_;
   dist::ParallelContext& parallel_;
+  MemoryTracker& tracker_;
+  model::PipelineSplit split_;
   model::ParamStore params_;
-  std::unique_ptr<model::CausalLm> model_;
+  std::vector<std::unique_ptr<model::CausalLm>> chunks_;  // this stage's, in virtual-stage order
   int64_t capacity_;
   mutable OffloadGroup params_offload_;  // mutable: weights() onloads
 };

@@ -11,6 +11,7 @@
 #include "core/stopwatch.h"
 #include "dist/text_collectives.h"
 #include "engine/pipeline/pipeline_executor.h"
+#include "engine/pipeline_stage.h"
 #include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 #include "model/memory_estimate.h"
@@ -112,36 +113,6 @@ int64_t end_of_part(const std::vector<int64_t>& offsets, size_t part, int64_t to
   for (size_t next = part + 1; next < offsets.size(); ++next)
     if (offsets[next] >= 0) return offsets[next];
   return total;
-}
-
-// The layer split over the engine's pipeline group, checked against its size.
-model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::ModelConfig& model_config,
-                                       const dist::ParallelContext& parallel) {
-  if (config.pipeline_model_parallel_size != parallel.pp().size())
-    throw ConfigError("pipeline_model_parallel_size",
-                      fmt::format("{} but the engine's pipeline group has {} ranks",
-                                  config.pipeline_model_parallel_size, parallel.pp().size()));
-  return config.pipeline_layout(model_config.num_hidden_layers);
-}
-
-// What this rank's stage holds: its chunks' real layers, the embedding with the first chunk of the pipeline,
-// the head with the last.
-model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank) {
-  model::StageParts parts;
-  parts.embedding = split.chunk(pp_rank, 0).pre_process;
-  parts.head = split.chunk(pp_rank, split.vp_size - 1).post_process;
-  for (int64_t v = 0; v < split.vp_size; ++v)
-    for (int64_t layer : split.chunk(pp_rank, v).layers())
-      if (auto hf = split.hf_layer(layer)) parts.hf_layers.push_back(*hf);
-  return parts;
-}
-
-model::ModelSpan chunk_span(const model::PipelineSplit& split, int64_t pp_rank, int64_t vp_stage) {
-  const model::PipelineChunk& chunk = split.chunk(pp_rank, vp_stage);
-  model::ModelSpan span{{}, chunk.pre_process, chunk.post_process};
-  for (int64_t layer : chunk.layers())
-    if (auto hf = split.hf_layer(layer)) span.hf_layers.push_back(*hf);
-  return span;
 }
 
 // Without overlap one bucket (Megatron's choice: nothing to overlap it with); sharded over DP with the
@@ -478,23 +449,8 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   }
   const pipeline::PipelinePass pass =
       forward_only == ForwardOnly::yes ? pipeline::PipelinePass::forward_only : pipeline::PipelinePass::forward_backward;
-  const pipeline::ScheduleShape shape{.num_stages = split_.pp_size,
-                                      .num_chunks = split_.vp_size,
-                                      .num_microbatches = M,
-                                      .microbatch_group_size = config_.microbatch_group_size_per_vp_stage.value_or(0),
-                                      .pass = pass};
   const int64_t stage = parallel_.pp().rank();
-  pipeline::PipelineSchedule schedule;
-  try {
-    schedule = pipeline::make_pipeline_schedule(shape);
-  } catch (const ConfigError& e) {
-    // The count is the caller's (its micro-batch sizes); say so, as Megatron refuses the same.
-    throw ConfigError(e.key_path(),
-                      fmt::format("{}: this pass has {} micro-batches per data-parallel rank, and the interleaved "
-                                  "schedule (virtual_pipeline_model_parallel_size {}) needs at least "
-                                  "pipeline_model_parallel_size = {}; give the pass smaller micro-batches",
-                                  e.detail(), M, split_.vp_size, split_.pp_size));
-  }
+  const pipeline::PipelineSchedule schedule = pass_schedule(split_, config_, M, pass);
   const pipeline::StageActions& actions = schedule.stages[size_t(stage)];
 
   // Every micro-batch's inputs, alive until the schedule ends (sequence parallel may pad them).
@@ -616,19 +572,7 @@ void TrainEngine::share_results_over_pipeline(ForwardBackwardResult& result, con
     }
   }
   if (forward_only == ForwardOnly::no) return;
-  // The outputs a forward-only pass returns: an LM's log_probs (and entropy when asked), a value model's values.
-  std::vector<std::string> keys;
-  if (model_config_.head == model::HeadKind::lm) {
-    keys.push_back("log_probs");
-    if (entropy == model::EntropyOutput::compute) keys.push_back("entropy");
-  } else {
-    keys.push_back("values");
-  }
-  for (size_t i = 0; i < micro_batches.size(); ++i)
-    for (const std::string& key : keys) {
-      if (!here) result.outputs[i].set(key, Tensor({micro_batches[i].num_tokens()}, DType::f32));
-      pp.broadcast(result.outputs[i].get(key), last);
-    }
+  share_outputs_over_pipeline(pp, forward_output_keys(model_config_.head, entropy), micro_batches, result.outputs);
 }
 
 void TrainEngine::reduce_gradients() {

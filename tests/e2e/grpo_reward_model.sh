@@ -6,8 +6,8 @@
 #      random reward model (init-model --head score, the warm start's tokenizer) raises the reward model's
 #      score, which is no rule score (not a multiple of 1/responses), and the rule accuracy of validation
 #      drops (the policy now chases the reward model).
-#   2. Placement: the reward model alone on rank 1 of `--nproc 2`, or on both ranks each scoring half of the
-#      responses, gives exactly the one-process run.
+#   2. Placement: the reward model alone on rank 1 of `--nproc 2`, on both ranks each scoring half of the
+#      responses, or split over both at PP 2, gives exactly the one-process run.
 #   3. verl's chat-template switch (input_tokenizer = the policy's): a reward model with Qwen3's tokenizer
 #      reads each prompt and response re-rendered with Qwen3's chat template.
 #   4. Bad reward-model configs are refused before any work.
@@ -62,6 +62,13 @@ python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/two/metrics
 # ... and on both ranks, each scoring half of the responses (DP 2).
 quiet "$RLFORGE" --nproc 2 train --config examples/grpo_arith.yaml "${short[@]}" trainer.default_local_dir="$SCRATCH/dp2"
 python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/dp2/metrics.jsonl" 3 "the reward model at DP 2"
+# ... and split over both ranks at PP 2 (issue #22): its one layer on stage 0, a noop layer and the score head on
+# stage 1, both keys in verl's override_transformer_config spelling.
+quiet "$RLFORGE" --nproc 2 train --config examples/grpo_arith.yaml "${short[@]}" \
+  +reward_model.megatron.override_transformer_config.noop_layers=[1] \
+  reward_model.megatron.pipeline_model_parallel_size=2 trainer.default_local_dir="$SCRATCH/pp2"
+grep -q "pp 1: \[noop 1, L\]" "$SCRATCH/last.log" || fail "the reward model's PP 2 split was not logged"
+python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/pp2/metrics.jsonl" 3 "the reward model at PP 2"
 
 # 3. verl's chat-template switch to a reward model with its own tokenizer and template.
 qwen3_tok="$REPO/tests/data/tokenizer_parity/qwen3"

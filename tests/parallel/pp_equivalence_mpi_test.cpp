@@ -3,7 +3,8 @@
 // steps by a TrainEngine split over the pipeline and by a one-rank TrainEngine, on every rank. Per step the loss
 // forward_backward reports must be the one-rank loss on every stage, every gradient this stage holds (gathered
 // over TP and the distributed optimizer's DP shards) must match, and so must the grad norm; after the third step
-// every weight. A forward-only pass (compute_log_prob) returns the one-rank log-probs on every stage. Norm-wise:
+// every weight. A forward-only pass (compute_log_prob) returns the one-rank log-probs on every stage, from the
+// TrainEngine and from an InferEngine at the same layout holding the one-rank engine's weights. Norm-wise:
 // ||a - b|| <= 1e-5 ||b|| + 1e-8, f32. Micro-batches are packed documents of 13, 12, 9 and 15 tokens.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 
 #include "dist/parallel_context.h"
+#include "engine/infer_engine.h"
 #include "engine/pipeline/pipeline_simulator.h"
 #include "engine/train_engine.h"
 #include "equivalence_checks.h"
@@ -38,6 +40,21 @@ struct PipelineLayout {
   int64_t num_layers = 4;
   model::PipelineSplitConfig split;
 };
+
+// A forward-only pass's log-probs and entropy against the one-rank engine's, micro-batch by micro-batch.
+void expect_outputs_match(const std::vector<engine::TensorMap>& got, const std::vector<engine::TensorMap>& one_rank,
+                          const char* engine) {
+  SCOPED_TRACE(engine);
+  ASSERT_EQ(got.size(), one_rank.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    for (const char* key : {"log_probs", "entropy"}) {
+      const TensorView a = got[i].get(key), b = one_rank[i].get(key);
+      ASSERT_EQ(a.shape(), b.shape()) << key;
+      Tensor diff(a.shape(), DType::f64);
+      for (int64_t n = 0; n < a.numel(); ++n) store_f64(diff, n, load_f64(a, n) - load_f64(b, n));
+      EXPECT_LE(parallel_testing::norm(diff), 1e-5 * parallel_testing::norm(b) + 1e-8) << key << " mb " << i;
+    }
+}
 
 void check_pipeline_matches_one_rank(const PipelineLayout& layout) {
   SCOPED_TRACE(layout.name);
@@ -77,15 +94,16 @@ void check_pipeline_matches_one_rank(const PipelineLayout& layout) {
                                                  model::EntropyOutput::compute);
   const auto logp_one = single.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0,
                                                 model::EntropyOutput::compute);
-  ASSERT_EQ(logp_pp.size(), logp_one.size());
-  for (size_t i = 0; i < logp_pp.size(); ++i)
-    for (const char* key : {"log_probs", "entropy"}) {
-      const TensorView a = logp_pp[i].get(key), b = logp_one[i].get(key);
-      ASSERT_EQ(a.shape(), b.shape()) << key;
-      Tensor diff(a.shape(), DType::f64);
-      for (int64_t n = 0; n < a.numel(); ++n) store_f64(diff, n, load_f64(a, n) - load_f64(b, n));
-      EXPECT_LE(parallel_testing::norm(diff), 1e-5 * parallel_testing::norm(b) + 1e-8) << key << " mb " << i;
-    }
+  expect_outputs_match(logp_pp, logp_one, "TrainEngine");
+  // The forward-only engine (the reference's and the reward model's) at the same layout, given the one-rank
+  // engine's weights.
+  engine::InferEngine frozen(engine_config, config, kernels, context, tracker, 64);
+  EXPECT_LT(frozen.weights().layout().num_parameters(), single.master_weights().layout().num_parameters())
+      << "an InferEngine's stage holds a part of the model";
+  single.export_weights([&](const std::string& name, TensorView full) { frozen.update_weights(name, full); });
+  expect_outputs_match(
+      frozen.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute), logp_one,
+      "InferEngine");
 }
 
 std::vector<PipelineLayout> layouts_for(int world_size) {

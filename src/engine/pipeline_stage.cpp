@@ -1,0 +1,69 @@
+#include "engine/pipeline_stage.h"
+
+#include <fmt/format.h>
+
+namespace rf::engine {
+
+model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::ModelConfig& model_config,
+                                       const dist::ParallelContext& parallel) {
+  if (config.pipeline_model_parallel_size != parallel.pp().size())
+    throw ConfigError("pipeline_model_parallel_size",
+                      fmt::format("{} but the engine's pipeline group has {} ranks",
+                                  config.pipeline_model_parallel_size, parallel.pp().size()));
+  return config.pipeline_layout(model_config.num_hidden_layers);
+}
+
+model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank) {
+  model::StageParts parts;
+  parts.embedding = split.chunk(pp_rank, 0).pre_process;
+  parts.head = split.chunk(pp_rank, split.vp_size - 1).post_process;
+  for (int64_t v = 0; v < split.vp_size; ++v)
+    for (int64_t layer : split.chunk(pp_rank, v).layers())
+      if (auto hf = split.hf_layer(layer)) parts.hf_layers.push_back(*hf);
+  return parts;
+}
+
+model::ModelSpan chunk_span(const model::PipelineSplit& split, int64_t pp_rank, int64_t vp_stage) {
+  const model::PipelineChunk& chunk = split.chunk(pp_rank, vp_stage);
+  model::ModelSpan span{{}, chunk.pre_process, chunk.post_process};
+  for (int64_t layer : chunk.layers())
+    if (auto hf = split.hf_layer(layer)) span.hf_layers.push_back(*hf);
+  return span;
+}
+
+pipeline::PipelineSchedule pass_schedule(const model::PipelineSplit& split, const EngineConfig& config,
+                                         int64_t num_microbatches, pipeline::PipelinePass pass) {
+  const pipeline::ScheduleShape shape{.num_stages = split.pp_size,
+                                      .num_chunks = split.vp_size,
+                                      .num_microbatches = num_microbatches,
+                                      .microbatch_group_size = config.microbatch_group_size_per_vp_stage.value_or(0),
+                                      .pass = pass};
+  try {
+    return pipeline::make_pipeline_schedule(shape);
+  } catch (const ConfigError& e) {
+    // The count is the caller's (its micro-batch sizes): say so.
+    throw ConfigError(e.key_path(),
+                      fmt::format("{}: this pass has {} micro-batches per data-parallel rank, and the interleaved "
+                                  "schedule (virtual_pipeline_model_parallel_size {}) needs at least "
+                                  "pipeline_model_parallel_size = {}; give the pass smaller micro-batches",
+                                  e.detail(), num_microbatches, split.vp_size, split.pp_size));
+  }
+}
+
+std::vector<std::string> forward_output_keys(model::HeadKind head, model::EntropyOutput entropy) {
+  if (head != model::HeadKind::lm) return {"values"};
+  if (entropy == model::EntropyOutput::compute) return {"log_probs", "entropy"};
+  return {"log_probs"};
+}
+
+void share_outputs_over_pipeline(dist::ProcessGroup& pipeline, const std::vector<std::string>& keys,
+                                 const std::vector<TensorMap>& micro_batches, std::vector<TensorMap>& outputs) {
+  const int last = pipeline.size() - 1;
+  for (size_t i = 0; i < micro_batches.size(); ++i)
+    for (const std::string& key : keys) {
+      if (pipeline.rank() != last) outputs[i].set(key, Tensor({micro_batches[i].num_tokens()}, DType::f32));
+      pipeline.broadcast(outputs[i].get(key), last);
+    }
+}
+
+}  // namespace rf::engine
