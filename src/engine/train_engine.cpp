@@ -226,18 +226,19 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
   }
   chunk_grads_written_.assign(size_t(num_chunks), 0);
   grad_sync_enabled_.assign(size_t(num_chunks), 0);
-  // One pool per chunk shape, each with one micro-batch's room (what a step without pipelining needs).
-  std::vector<std::pair<int64_t, bool>> keys;
+  // One layers' pool per layer count and the head's pool, each with one micro-batch's room (what a step without
+  // pipelining needs).
+  std::vector<size_t> layer_counts;
   for (int64_t v = 0; v < num_chunks; ++v) {
-    const auto key = chunks_[size_t(v)]->shape_key();
-    const auto found = std::find(keys.begin(), keys.end(), key);
-    pool_of_chunk_.push_back(size_t(found - keys.begin()));
-    if (found == keys.end()) {
-      keys.push_back(key);
+    const size_t count = chunks_[size_t(v)]->span().hf_layers.size();
+    const auto found = std::find(layer_counts.begin(), layer_counts.end(), count);
+    pool_of_chunk_.push_back(size_t(found - layer_counts.begin()));
+    if (found == layer_counts.end()) {
+      layer_counts.push_back(count);
       pools_.emplace_back();
-      release_saved(v, acquire_saved(v));
     }
   }
+  for (int64_t v = 0; v < num_chunks; ++v) release_saved(v, acquire_saved(v));
   params_offload_.add(master_.storage());
   if (compute_copy_) params_offload_.add(compute_copy_->storage());
   grads_offload_.add(grads_.storage());
@@ -270,32 +271,63 @@ model::CausalLm& TrainEngine::model() {
 
 std::vector<int64_t> TrainEngine::activation_slot_bytes() const {
   std::vector<int64_t> bytes;
-  for (size_t pool : pool_of_chunk_) bytes.push_back(pools_[pool].all.front()->activations.bytes());
+  for (size_t v = 0; v < chunks_.size(); ++v)
+    bytes.push_back(pools_[pool_of_chunk_[v]].all.front()->activations.bytes() +
+                    (chunks_[v]->span().post_process ? head_pool_.all.front()->activations.bytes() : 0));
   return bytes;
 }
 
-TrainEngine::SavedMicroBatch& TrainEngine::acquire_saved(int64_t chunk) {
-  ActivationPool& pool = pools_[pool_of_chunk_[size_t(chunk)]];
-  if (pool.free.empty()) {
-    auto saved = std::make_unique<SavedMicroBatch>();
-    saved->activations = chunks_[size_t(chunk)]->make_activations();
-    if (chunks_[size_t(chunk)]->span().post_process) {
-      const TensorAccount account{&tracker_, MemoryTier::device, MemoryCategory::workspace};
-      const bool lm = model_config_.head == model::HeadKind::lm;
-      saved->dlogp_N = lm ? Tensor({max_tokens_}, DType::f32, account) : Tensor();
-      saved->dentropy_N = lm ? Tensor({max_tokens_}, DType::f32, account) : Tensor();
-      saved->dvalues_N = lm ? Tensor() : Tensor({max_tokens_}, DType::f32, account);
-    }
-    pool.free.push_back(saved.get());
-    pool.all.push_back(std::move(saved));
+namespace {
+
+// A free slot of `pool`, made by `make` when none is free.
+template <class Slot, class Make>
+Slot& take_slot(std::vector<std::unique_ptr<Slot>>& all, std::vector<Slot*>& free, Make&& make) {
+  if (free.empty()) {
+    all.push_back(std::make_unique<Slot>(make()));
+    free.push_back(all.back().get());
   }
-  SavedMicroBatch& saved = *pool.free.back();
-  pool.free.pop_back();
+  Slot& slot = *free.back();
+  free.pop_back();
+  return slot;
+}
+
+}  // namespace
+
+TrainEngine::SavedMicroBatch& TrainEngine::acquire_saved(int64_t chunk) {
+  model::CausalLm& model = *chunks_[size_t(chunk)];
+  ActivationPool& pool = pools_[pool_of_chunk_[size_t(chunk)]];
+  SavedMicroBatch& saved = take_slot(pool.all, pool.free, [&] {
+    return SavedMicroBatch{.activations = model.make_layer_activations()};
+  });
+  if (!model.span().post_process) return saved;
+  SavedMicroBatch& head = take_slot(head_pool_.all, head_pool_.free, [&] {
+    const TensorAccount account{&tracker_, MemoryTier::device, MemoryCategory::workspace};
+    const bool lm = model_config_.head == model::HeadKind::lm;
+    return SavedMicroBatch{.activations = model.make_head_activations(),
+                           .dlogp_N = lm ? Tensor({max_tokens_}, DType::f32, account) : Tensor(),
+                           .dentropy_N = lm ? Tensor({max_tokens_}, DType::f32, account) : Tensor(),
+                           .dvalues_N = lm ? Tensor() : Tensor({max_tokens_}, DType::f32, account)};
+  });
+  swap_head_part(saved, head);
+  saved.head = &head;
   return saved;
 }
 
 void TrainEngine::release_saved(int64_t chunk, SavedMicroBatch& saved) {
+  if (saved.head) {
+    swap_head_part(saved, *saved.head);
+    head_pool_.free.push_back(saved.head);
+    saved.head = nullptr;
+  }
   pools_[pool_of_chunk_[size_t(chunk)]].free.push_back(&saved);
+}
+
+void TrainEngine::swap_head_part(SavedMicroBatch& a, SavedMicroBatch& b) {
+  std::swap(a.activations.head, b.activations.head);
+  std::swap(a.activations.value, b.activations.value);
+  std::swap(a.dlogp_N, b.dlogp_N);
+  std::swap(a.dentropy_N, b.dentropy_N);
+  std::swap(a.dvalues_N, b.dvalues_N);
 }
 
 model::OutputGrads TrainEngine::output_grads(SavedMicroBatch& saved, int64_t N, model::EntropyOutput entropy) const {
@@ -343,13 +375,16 @@ void TrainEngine::onload_for(OffloadSet needed) const {
 void TrainEngine::set_activations_resident(bool resident) const {
   if (chunks_[0]->activations_resident() == resident) return;
   for (const auto& chunk : chunks_) chunk->set_activations_resident(resident);
-  for (const ActivationPool& pool : pools_)
+  auto apply = [resident](const ActivationPool& pool) {
     for (const auto& saved : pool.all) {
       saved->activations.for_each_tensor([resident](Tensor& t) {
         if (!t.empty()) t.set_resident(resident);
       });
       saved->activations.forward_done = false;
     }
+  };
+  for (const ActivationPool& pool : pools_) apply(pool);
+  apply(head_pool_);
 }
 
 OffloadSet TrainEngine::offloaded() const {
@@ -483,10 +518,11 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     in.hidden_NC = input;
     const model::ModelOutputs run = chunk.forward(in, entropy, saved.activations);
     if (v == 0) result.num_tokens += N;
-    // Forward only, nothing is kept: the executor copies what it sends before the next action.
-    if (forward_only == ForwardOnly::yes) release_saved(v, saved);
-    else saved_of[{i, v}] = &saved;
+    // Forward only, nothing is kept: the executor copies what it sends before the next action, and the head's
+    // outputs are read below, before the slot goes back (which takes its head part back).
+    if (forward_only == ForwardOnly::no) saved_of[{i, v}] = &saved;
     if (!chunk.span().post_process) {
+      if (forward_only == ForwardOnly::yes) release_saved(v, saved);
       pipeline_times_.forward_s[size_t(v)] += clock.seconds();
       return run.hidden_NC;
     }
@@ -505,6 +541,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
       if (!out.logp_N.empty()) outputs.set("log_probs", clone(out.logp_N, DType::f32));
       if (!out.entropy_N.empty()) outputs.set("entropy", clone(out.entropy_N, DType::f32));
       if (!out.values_N.empty()) outputs.set("values", clone(out.values_N, DType::f32));
+      release_saved(v, saved);
     } else if (config_.check_for_nan_in_loss_and_grad) {
       output_lead[size_t(i)] = first_non_finite_output(out, loss_grads);
     }

@@ -234,19 +234,24 @@ class TrainEngine {
   bool step_is_finite(double grad_norm, std::string_view update);
   void zero_step_gradients();  // after a step, applied or not
   // What a micro-batch in flight holds on a chunk: its activations and, with the head, the loss's gradients of
-  // the model's outputs (an LM's dlogp and dentropy, or a value model's dvalues).
+  // the model's outputs (an LM's dlogp and dentropy, or a value model's dvalues). Two pools: the layers' parts,
+  // shared by the stage's chunks of one layer count (the chunks of an interleaved stage peak at different times,
+  // and a shared pool holds only their live peak), and the head's parts with the output gradients, lent to a
+  // layer slot for a micro-batch on the head's chunk (`head` the slot it came from). A pool per chunk shape would
+  // hold the head chunk's layers apart and its peak on top of the others' (31% above the live peak at PP 2 x
+  // VPP 2). Grown on demand, never shrunk.
   struct SavedMicroBatch {
     model::CausalLm::Activations activations;
     Tensor dlogp_N, dentropy_N, dvalues_N;
+    SavedMicroBatch* head = nullptr;
   };
-  // Pooled over the stage's chunks of one shape (CausalLm::shape_key): the chunks of an interleaved stage peak at
-  // different times, and a shared pool holds only their live peak. Grown on demand, never shrunk.
   struct ActivationPool {
     std::vector<std::unique_ptr<SavedMicroBatch>> all;
     std::vector<SavedMicroBatch*> free;
   };
   SavedMicroBatch& acquire_saved(int64_t chunk);
   void release_saved(int64_t chunk, SavedMicroBatch& saved);
+  static void swap_head_part(SavedMicroBatch& a, SavedMicroBatch& b);  // the head's activations and output grads
   // The heads of `saved`'s output-gradient buffers for a run of N tokens: those of the model's outputs.
   model::OutputGrads output_grads(SavedMicroBatch& saved, int64_t N, model::EntropyOutput entropy) const;
   // The last stage's loss, metrics and forward-only outputs, on every stage of the pipeline.
@@ -292,8 +297,9 @@ class TrainEngine {
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;
   int64_t max_tokens_ = 0;  // a micro-batch's, padded for sequence parallel
-  std::vector<ActivationPool> pools_;
+  std::vector<ActivationPool> pools_;  // the layers' parts, one pool per layer count
   std::vector<size_t> pool_of_chunk_;
+  ActivationPool head_pool_;
   PipelineTimes pipeline_times_;
   // The tensors of each OffloadSet part; mutable as the const accessors onload them.
   mutable OffloadGroup params_offload_, grads_offload_, optimizer_offload_;

@@ -108,7 +108,17 @@ void CausalLm::reserve(int64_t N) {
 }
 
 CausalLm::Activations CausalLm::make_activations() {
-  RF_CHECK(capacity_ > 0, "make_activations before reserve");
+  Activations a = make_layer_activations();
+  if (span_.post_process) {
+    Activations head = make_head_activations();
+    a.head = std::move(head.head);
+    a.value = std::move(head.value);
+  }
+  return a;
+}
+
+CausalLm::Activations CausalLm::make_layer_activations() {
+  RF_CHECK(capacity_ > 0, "make_layer_activations before reserve");
   const DType dtype = params_.dtype();
   const int64_t N = capacity_, C = config_.hidden_size, L = int64_t(span_.hf_layers.size());
   Activations a;
@@ -120,11 +130,19 @@ CausalLm::Activations CausalLm::make_activations() {
     attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_);
     mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_);
   }
-  if (!span_.post_process) return a;
+  return a;
+}
+
+CausalLm::Activations CausalLm::make_head_activations() {
+  RF_CHECK(capacity_ > 0, "make_head_activations before reserve");
+  RF_CHECK(span_.post_process, "make_head_activations: this model chunk has no head");
+  const DType dtype = params_.dtype();
+  Activations a;
   if (config_.head == HeadKind::lm)
-    head_.reserve(a.head, head_scratch_, N, parallel_.tp().size(), dtype, activations_account_, workspace_account_);
+    head_.reserve(a.head, head_scratch_, capacity_, parallel_.tp().size(), dtype, activations_account_,
+                  workspace_account_);
   else
-    value_head_.reserve(a.value, value_scratch_, N, dtype, activations_account_, workspace_account_);
+    value_head_.reserve(a.value, value_scratch_, capacity_, dtype, activations_account_, workspace_account_);
   return a;
 }
 

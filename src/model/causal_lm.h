@@ -15,8 +15,9 @@
 // ModelInputs::hidden_NC; one without the head returns its output as ModelOutputs::hidden_NC and takes dL/d
 // of it as OutputGrads::dhidden_NC; input_grad() is then what goes back to the previous chunk. Several
 // micro-batches can be between their forward and backward (the pipeline's in-flight micro-batches): each
-// saves into its own Activations (make_activations), which forward and backward are given; any chunk of the same
-// shape (layer count, head) can use them, so a pipeline stage pools them over its chunks.
+// saves into its own Activations (make_activations), which forward and backward are given. Activations have two
+// parts: the layers' (any chunk with as many layers can use them) and the head's, so a pipeline stage pools the
+// layers' part over all its chunks and the head's apart, joining them per micro-batch on the head's chunk.
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
@@ -85,11 +86,11 @@ class CausalLm {
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.
   void reserve(int64_t max_tokens);
-  // Activations for this model, and any of the same shape_key(), accounted to the tracker's activations.
+  // Activations for this model, accounted to the tracker's activations: both parts; the layers' part alone
+  // (what any chunk with as many layers saves below its head); the head's alone (only a chunk with the head).
   Activations make_activations();
-  // Models whose Activations are interchangeable have the same key: their layer count and whether they hold
-  // the head.
-  std::pair<int64_t, bool> shape_key() const { return {int64_t(span_.hf_layers.size()), span_.post_process}; }
+  Activations make_layer_activations();
+  Activations make_head_activations();
   // The activations and the backward's workspace (what reserve allocated; not those of make_activations) given
   // back to the OS while the model is idle (false) and taken again (true): Tensor::set_resident, so no address
   // changes and the tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved

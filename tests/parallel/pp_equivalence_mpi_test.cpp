@@ -142,10 +142,8 @@ TEST(PipelineParallel, TrainsLikeOneRank) {
 
 // Issue #22 acceptance 4: the simulator's peak in-flight activations per stage (each micro-batch-chunk weighed by
 // the bytes its activation slot holds) against the tracker's activation peak on a real step, PP = every rank,
-// 8 micro-batches, with and without virtual stages. The tracker also counts the transfer buffers in flight.
-// A stage pools its saved micro-batches over its chunks of one shape, so it holds the simulator's peak, except the
-// last stage with virtual stages: its head's chunk has a pool of its own, whose peak comes on top of the others'
-// (docs/parallel.md gives the numbers).
+// 8 micro-batches, with and without virtual stages, within 10% on every stage. The tracker also counts the
+// transfer buffers in flight (docs/parallel.md gives the numbers).
 TEST(PipelineParallel, ActivationPeakMatchesTheSimulator) {
   const int pp = world().size();
   for (int64_t vp : {1, 2}) {
@@ -177,24 +175,12 @@ TEST(PipelineParallel, ActivationPeakMatchesTheSimulator) {
     const int stage = context.pp().rank();
     const int64_t simulated =
         engine::pipeline::simulate_pipeline(schedule, costs).stages[size_t(stage)].peak_activation_bytes;
-    // The engine pools a stage's saved micro-batches by chunk shape (layer count, head): its peak is, per pool,
-    // the most micro-batch-chunks of that shape in flight at once, from the stage's list.
-    const bool last_stage = stage == pp - 1;
-    auto pool_of = [&](int64_t chunk) { return last_stage && chunk == vp - 1 ? 1 : 0; };  // the head's chunk alone
-    int64_t in_flight[2] = {0, 0}, peak[2] = {0, 0};
-    for (const engine::pipeline::PipelineAction& a : schedule.stages[size_t(stage)]) {
-      const int pool = pool_of(a.chunk);
-      if (a.kind == engine::pipeline::ActionKind::forward) peak[pool] = std::max(peak[pool], ++in_flight[pool]);
-      if (a.kind == engine::pipeline::ActionKind::backward) --in_flight[pool];
-    }
-    const int64_t pooled = peak[0] * slot_bytes[0] + peak[1] * slot_bytes[size_t(vp - 1)];
-    EXPECT_NEAR(double(measured), double(pooled), 0.1 * double(pooled))
-        << "stage " << stage << ": tracker " << measured << " B, pools' peaks " << pooled << " B";
+    // The engine pools the layers' part of a stage's saved micro-batches over all its chunks and the head's part
+    // apart: the sum of the two pools' peaks, which on the last stage with virtual stages may come at different
+    // times, so it is at least the simulator's peak.
     EXPECT_LE(simulated, measured);
-    if (!last_stage || vp == 1) {  // one pool: the simulator's peak itself
-      EXPECT_NEAR(double(measured), double(simulated), 0.1 * double(simulated))
-          << "stage " << stage << ": tracker " << measured << " B, simulator " << simulated << " B";
-    }
+    EXPECT_NEAR(double(measured), double(simulated), 0.1 * double(simulated))
+        << "stage " << stage << ": tracker " << measured << " B, simulator " << simulated << " B";
     if (world().rank() == stage)
       std::fprintf(stderr, "activation peak PP%d x VPP%ld stage %d: tracker %ld B, simulator %ld B (%.3f)\n", pp, long(vp),
                    stage, long(measured), long(simulated), double(measured) / double(simulated));
