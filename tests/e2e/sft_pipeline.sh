@@ -4,7 +4,7 @@
 # ranks PP 4, TP 2 x PP 2 + SP and PP 2 x DP 2 + distributed optimizer: per-step losses within 1e-5 relative of
 # one process, the same token counts and held-out accuracy (greedy decoding on a copy gathered from the stages,
 # the stages taking turns at the prompts). Checkpoints cross PP layouts (acceptance 3): a run at PP 2 x TP 2
-# resumed from its step-10 checkpoint at one process, and a one-process run resumed at PP 4, both match the
+# resumed from its step-10 checkpoint at one process and at PP 4, both match the
 # uninterrupted one-process run; the PP 2 x TP 2 checkpoint converts to an HF folder whose weights are bit for bit
 # those the run exported itself. `--dump-schedule M` prints the split and the table without any ranks.
 source "$(dirname "$0")/common.sh"
@@ -42,11 +42,10 @@ quiet "$RLFORGE" sft --nproc 4 "${base[@]}" trainer.default_local_dir="$SCRATCH/
 quiet "$RLFORGE" convert --from "$SCRATCH/to_one/global_step_20" --to "$SCRATCH/to_one_hf"
 same_weights "$SCRATCH/to_one_hf/model.safetensors" "$SCRATCH/to_one/global_step_20/huggingface/model.safetensors"
 back_to_step_10 "$SCRATCH/to_one"
+cp -r "$SCRATCH/to_one" "$SCRATCH/to_pp4"  # step 10 as PP 2 x TP 2 saved it
 OMP_NUM_THREADS=2 quiet "$RLFORGE" sft "${base[@]}" trainer.default_local_dir="$SCRATCH/to_one" trainer.resume_mode=auto
 grep -q "resumed from .*global_step_10" "$SCRATCH/last.log" || fail "the one-process run did not resume"
 expect_sft_like one to_one
-cp -r "$SCRATCH/one" "$SCRATCH/to_pp4"
-back_to_step_10 "$SCRATCH/to_pp4"
 quiet "$RLFORGE" sft --nproc 4 "${base[@]}" trainer.default_local_dir="$SCRATCH/to_pp4" trainer.resume_mode=auto \
   megatron.pipeline_model_parallel_size=4
 grep -q "resumed from .*global_step_10" "$SCRATCH/last.log" || fail "the PP 4 run did not resume"
