@@ -4,6 +4,7 @@
 // ratios to one rank.
 //   usage: parallel_train_step_bench [--config large|tiny] [--tp N] [--pp N] [--vpp N] [--micro-batches M]
 //                                    [--steps N] [--threads N] [--distributed-optimizer 0|1] [--overlap 0|1]
+//                                    [--recompute none|uniform|block] [--recompute-layers N]
 // The global batch is B rows of T random tokens (train_step_setup.h); DP rank r runs rows
 // [r B/DP, (r+1) B/DP) as M micro-batches of equal rows (default 1), the TP and PP ranks of a DP rank the same rows. A step is
 // forward_backward, reduce_gradients, optimizer_step and lr_step, f32. reduce_gradients is timed on its
@@ -48,6 +49,8 @@ struct Options {
   int num_threads = 0;  // 0: OMP_NUM_THREADS, else one per core
   bool distributed_optimizer = false;
   bool overlap = true;
+  std::string recompute = "none";  // full recompute's method, or none
+  int recompute_layers = 1;
 };
 
 int parse_count(const std::string& flag, const char* value) {
@@ -82,9 +85,15 @@ Options parse_options(int argc, char** argv) {
       o.distributed_optimizer = parse_count(flag, value) != 0;
     } else if (flag == "--overlap") {
       o.overlap = parse_count(flag, value) != 0;
+    } else if (flag == "--recompute") {
+      o.recompute = value;
+      if (o.recompute != "none" && o.recompute != "uniform" && o.recompute != "block")
+        throw rf::ConfigError(flag, "'" + o.recompute + "': expected none, uniform or block");
+    } else if (flag == "--recompute-layers") {
+      o.recompute_layers = std::max(1, parse_count(flag, value));
     } else {
       throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --pp, --vpp, --micro-batches, --steps, "
-                                  "--threads, --distributed-optimizer, --overlap)");
+                                  "--threads, --distributed-optimizer, --overlap, --recompute, --recompute-layers)");
     }
   }
   return o;
@@ -166,6 +175,12 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   engine_config.use_distributed_optimizer = options.distributed_optimizer && dp > 1;
   engine_config.overlap_grad_reduce = options.overlap && dp > 1;
   if (engine_config.overlap_grad_reduce) engine_config.bucket_size = 4'000'000;  // ~ a layer and a half (large)
+  if (options.recompute != "none") {
+    engine_config.recompute_granularity = rf::engine::RecomputeGranularity::full;
+    engine_config.recompute_method =
+        options.recompute == "uniform" ? rf::model::RecomputeMethod::uniform : rf::model::RecomputeMethod::block;
+    engine_config.recompute_num_layers = options.recompute_layers;
+  }
   rf::optim::OptimConfig optim_config;
   optim_config.lr = 1e-4;
   optim_config.total_training_steps = kWarmupSteps + options.num_steps;
@@ -223,12 +238,14 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   const double step = median(step_s), exposed = median(exposed_s);
   if (leader) {
     std::printf("parallel_train_step config=%s world=%d tp=%d pp=%d vpp=%d dp=%d micro_batches=%d threads=%d "
-                "distributed_optimizer=%d overlap=%d "
+                "distributed_optimizer=%d overlap=%d recompute=%s:%d activation_peak_mib=%.2f "
                 "global_tokens=%ld step_ms=%.1f tok_s=%.1f fb_ms=%.1f exposed_comm_ms=%.1f exposed_pct=%.2f "
                 "optimizer_ms=%.1f\n",
                 options.config.c_str(), world->size(), options.tp, options.pp, options.vpp, dp, options.micro_batches,
                 pool.num_threads(),
                 int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
+                options.recompute.c_str(), options.recompute_layers,
+                double(tracker.peak(rf::MemoryTier::device, rf::MemoryCategory::activations)) / (1 << 20),
                 long(shape.B * shape.T), step * 1e3, double(shape.B * shape.T) / step, median(fb_s) * 1e3,
                 exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3);
     if (options.pp > 1)

@@ -1,5 +1,5 @@
 // `rlforge train --config FILE [key=value ...]`: RL post-training (verl's main_ppo). The config is read
-// as verl's would be (the file, rlforge's defaults under it, dotted overrides), the pipeline keys verl spells
+// as verl's would be (the file, rlforge's defaults under it, dotted overrides), the pipeline and recompute keys verl spells
 // under override_transformer_config move into the megatron blocks (transformer_config_keys.h), verl's keys
 // rlforge does not implement go through rl_config_policy.h, then it is bound into the typed RlConfig (unknown keys and
 // bad values are errors naming the key; RlConfig::validate runs inside bind) and its layout is checked
@@ -62,7 +62,7 @@ rl::RlConfig load_rl_config(const std::string& config_path, const std::vector<st
   if (is_roll_config(tree.root()))
     tree = config::ConfigTree::from_string(YAML::Dump(translate_roll_config(tree.root(), config_path).verl_tree),
                                            config_path);
-  // verl's override_transformer_config spellings of the pipeline keys, before the blocks take defaults.
+  // verl's override_transformer_config spellings of the pipeline and recompute keys, before the blocks take defaults.
   move_transformer_config_keys(tree);
   const std::vector<std::string> overrides = move_transformer_config_overrides(given_overrides);
   const YAML::Node ref_in_file = megatron_in_file(tree, "actor_rollout_ref.ref");

@@ -1,4 +1,4 @@
-// verl's second spelling of the megatron block's pipeline keys: `<role>.megatron.override_transformer_config.<key>`
+// verl's second spelling of the megatron block's pipeline and recompute keys: `<role>.megatron.override_transformer_config.<key>`
 // (spec verl.md §3.6: verl hands those TransformerConfig fields to Megatron-Core; MindSpeed's noop_layers goes the
 // same way). rlforge reads them in the megatron block itself (engine/engine_config.h), so `rlforge train` moves
 // them there before binding, for the actor, the reference, the critic and the reward model:

@@ -5,6 +5,34 @@
 #include "core/error.h"
 
 namespace rf::engine {
+namespace {
+
+// Megatron's TransformerConfig checks, by the same keys.
+void validate_recompute(const EngineConfig& c) {
+  if (c.recompute_granularity == RecomputeGranularity::selective)
+    throw ConfigError("recompute_granularity",
+                      "selective: not built yet (full is: recompute_granularity: full with recompute_method and "
+                      "recompute_num_layers)");
+  if (c.recompute_granularity == RecomputeGranularity::full) {
+    if (!c.recompute_method)
+      throw ConfigError("recompute_method", "null but recompute_granularity is full: expected uniform or block");
+    if (!c.recompute_num_layers)
+      throw ConfigError("recompute_num_layers",
+                        "null but recompute_granularity is full: expected the group size (uniform) or the number of "
+                        "layers to recompute per model chunk (block), >= 1");
+    if (*c.recompute_num_layers < 1)
+      throw ConfigError("recompute_num_layers", fmt::format("must be >= 1, got {}", *c.recompute_num_layers));
+    return;
+  }
+  if (c.recompute_method)
+    throw ConfigError("recompute_method", "is set but recompute_granularity is not full (it says how full "
+                                          "recompute groups the layers)");
+  if (c.recompute_num_layers)
+    throw ConfigError("recompute_num_layers", "is set but recompute_granularity is not full (Megatron refuses it "
+                                              "with selective too)");
+}
+
+}  // namespace
 
 void EngineConfig::validate() const {
   // The axes the engine does not run yet: a config written for them fails here, at read time, on
@@ -49,7 +77,13 @@ void EngineConfig::validate() const {
   if (overlap_param_gather && !use_distributed_optimizer)
     throw ConfigError("overlap_param_gather",
                       "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
+  validate_recompute(*this);
   compute_dtype();
+}
+
+model::RecomputePolicy EngineConfig::recompute_policy() const {
+  if (recompute_granularity != RecomputeGranularity::full) return {};
+  return {.full = true, .method = *recompute_method, .num_layers = *recompute_num_layers};
 }
 
 model::PipelineSplit EngineConfig::pipeline_layout(int64_t num_hidden_layers) const {

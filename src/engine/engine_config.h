@@ -5,6 +5,9 @@
 // running without them. The pipeline's layer-split keys (model/pipeline_split.h) sit in the same block, as
 // Megatron's and MindSpeed's flags do beside --pipeline-model-parallel-size. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
 // change nothing, and the engine says so in a warning.
+// recompute_granularity / recompute_method / recompute_num_layers are Megatron's activation recompute
+// (model/recompute_policy.h; verl spells them under override_transformer_config as well): `full` is built,
+// `selective` is refused until it is.
 // check_for_nan_in_loss_and_grad is Megatron's key (on by default there too); nan_policy is rlforge's: what a
 // non-finite loss or gradient does, stop the run (Megatron's behaviour) or skip that optimizer step (what
 // Megatron does on its fp16 loss scaler's found_inf).
@@ -19,10 +22,16 @@
 #include "core/dtype.h"
 #include "engine/pipeline/pipeline_schedule.h"
 #include "model/pipeline_split.h"
+#include "model/recompute_policy.h"
 
 namespace rf::engine {
 
 enum class NanPolicy : uint8_t { error, skip_step };
+enum class RecomputeGranularity : uint8_t { full, selective };
+
+constexpr std::array<std::pair<RecomputeGranularity, std::string_view>, 2> enum_names(RecomputeGranularity) {
+  return {{{RecomputeGranularity::full, "full"}, {RecomputeGranularity::selective, "selective"}}};
+}
 
 constexpr std::array<std::pair<NanPolicy, std::string_view>, 2> enum_names(NanPolicy) {
   return {{{NanPolicy::error, "error"}, {NanPolicy::skip_step, "skip_step"}}};
@@ -47,6 +56,9 @@ struct EngineConfig {
   bool grad_offload = false;
   bool optimizer_offload = false;
   bool release_activations = false;
+  std::optional<RecomputeGranularity> recompute_granularity;  // null: every layer saves its activations
+  std::optional<model::RecomputeMethod> recompute_method;
+  std::optional<int64_t> recompute_num_layers;
   bool check_for_nan_in_loss_and_grad = true;
   NanPolicy nan_policy = NanPolicy::error;
 
@@ -81,6 +93,14 @@ struct EngineConfig {
     f("release_activations", release_activations,
       "rlforge: give the activation buffers' memory back while the role is idle (PyTorch frees a pass's "
       "activations when it ends); they are taken again, zeroed, by the next pass (page faults: slower)");
+    f("recompute_granularity", recompute_granularity,
+      "Megatron's activation recompute: full (a recomputed layer saves only its group's input and re-runs the "
+      "group's forward in backward; bit-identical gradients) or null. selective is not built yet. A forward-only "
+      "role (reference, reward model) saves nothing, so there it changes nothing, as in Megatron");
+    f("recompute_method", recompute_method,
+      "with full: uniform (each model chunk's layers in consecutive groups of recompute_num_layers) or block (each "
+      "of a chunk's first recompute_num_layers layers recomputed, the rest saved)");
+    f("recompute_num_layers", recompute_num_layers, "with full: the group size (uniform) or layer count (block)");
     f("check_for_nan_in_loss_and_grad", check_for_nan_in_loss_and_grad,
       "Megatron's: before each optimizer step, check every micro-batch's loss and the gradient norm for NaN/Inf "
       "(one decision for all the role's ranks); nan_policy says what a non-finite one does. false: nothing is "
@@ -93,6 +113,7 @@ struct EngineConfig {
   }
   void validate() const;
   DType compute_dtype() const;
+  model::RecomputePolicy recompute_policy() const;
   // The layer split of a model of `num_hidden_layers` layers over the pipeline (one stage at PP 1):
   // ConfigError naming the key for a split that does not fit the model.
   model::PipelineSplit pipeline_layout(int64_t num_hidden_layers) const;

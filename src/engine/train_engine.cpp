@@ -222,6 +222,7 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
   for (int64_t v = 0; v < num_chunks; ++v) {
     chunks_.push_back(std::make_unique<model::CausalLm>(model_config_, chunk_span(split_, pp_rank, v), weights,
                                                         &grads_, kernels, parallel, &tracker));
+    chunks_.back()->set_recompute(config_.recompute_policy());
     chunks_.back()->reserve(max_tokens_);
   }
   chunk_grads_written_.assign(size_t(num_chunks), 0);
@@ -258,6 +259,8 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       });
   }
   if (parallel.role().rank() == 0 && split_.pp_size > 1) core::log_info("{}", split_.describe());
+  if (parallel.role().rank() == 0 && config_.recompute_policy().full)
+    core::log_info("activation recompute: {}", model::describe(config_.recompute_policy()));
   warn_about_idle_keys(config_, parallel);
 }
 

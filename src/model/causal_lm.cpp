@@ -89,6 +89,11 @@ BatchShape CausalLm::batch_shape(const ModelInputs& in) const {
   return BatchShape{in.batch, in.seq_len, n, in.positions_N, in.cu_seqlens};
 }
 
+void CausalLm::set_recompute(const RecomputePolicy& policy) {
+  RF_CHECK(capacity_ == 0, "set_recompute after reserve: the activations are already sized");
+  recompute_ = recompute_groups(policy, int64_t(span_.hf_layers.size()));
+}
+
 void CausalLm::reserve(int64_t N) {
   RF_CHECK(N > 0, "reserve: max_tokens must be positive, got {}", N);
   const DType dtype = params_.dtype();
@@ -96,6 +101,17 @@ void CausalLm::reserve(int64_t N) {
   capacity_ = N;
   last_forward_ = nullptr;
   own_ = Activations();  // made by the first forward that uses it
+  const int64_t G = recompute_.largest();
+  recompute_scratch_ = Activations();
+  recompute_scratch_.residual.resize(size_t(G));
+  recompute_scratch_.attention.resize(size_t(G));
+  recompute_scratch_.mlp.resize(size_t(G));
+  for (int64_t k = 0; k < G; ++k) {
+    if (k > 0) recompute_scratch_.residual[size_t(k)] = Tensor({N, C}, dtype, activations_account_);
+    recompute_scratch_.mid.emplace_back(Shape{N, C}, dtype, activations_account_);
+    attention_.reserve(recompute_scratch_.attention[size_t(k)], N, dtype, activations_account_);
+    mlp_.reserve(recompute_scratch_.mlp[size_t(k)], N, dtype, activations_account_);
+  }
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -124,9 +140,16 @@ CausalLm::Activations CausalLm::make_layer_activations() {
   Activations a;
   a.attention.resize(size_t(L));
   a.mlp.resize(size_t(L));
-  for (int64_t l = 0; l <= L; ++l) a.residual.emplace_back(Shape{N, C}, dtype, activations_account_);
+  a.residual.resize(size_t(L + 1));
+  a.mid.resize(size_t(L));
+  // A recomputed layer keeps its input only as its group's first; the chunk's output is always kept.
+  for (int64_t l = 0; l <= L; ++l) {
+    const auto* group = recompute_.group_of(l);
+    if (!group || group->first == l) a.residual[size_t(l)] = Tensor({N, C}, dtype, activations_account_);
+  }
   for (int64_t l = 0; l < L; ++l) {
-    a.mid.emplace_back(Shape{N, C}, dtype, activations_account_);
+    if (recompute_.recomputes(l)) continue;
+    a.mid[size_t(l)] = Tensor({N, C}, dtype, activations_account_);
     attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_);
     mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_);
   }
@@ -159,6 +182,7 @@ void CausalLm::set_activations_resident(bool resident) {
   };
   own_.for_each_tensor(apply);
   own_.forward_done = false;
+  recompute_scratch_.for_each_tensor(apply);
   head_scratch_.for_each_tensor(apply);
   value_scratch_.for_each_tensor(apply);
   attention_scratch_.for_each_tensor(apply);
@@ -238,9 +262,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
     params_needed(span_.hf_layers[i]);
-    attention_.forward(ctx, shape, layer_weights_[i].attention, rows(a.residual[i], n), rows(a.mid[i], n),
-                       a.attention[i]);
-    mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(a.mid[i], n), rows(a.residual[i + 1], n), a.mlp[i]);
+    layer_forward(ctx, shape, a, i);
   }
   a.forward_done = true;
   last_forward_ = &a;
@@ -305,10 +327,16 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
     grads_ready(config_.num_hidden_layers);
   }
   for (size_t i = layer_weights_.size(); i-- > 0;) {
-    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(a.mid[i], n), a.mlp[i], mlp_scratch_,
+    // A recomputed group's last layer: its forward runs again from the group's saved input first.
+    if (const auto* group = recompute_.group_of(int64_t(i)); group && group->second == int64_t(i) + 1) {
+      const LayerContext forward_ctx = context();
+      for (int64_t l = group->first; l < group->second; ++l) layer_forward(forward_ctx, shape, a, size_t(l));
+    }
+    const LayerSlots s = layer_slots(a, i);
+    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, mlp_scratch_,
                   dresid_NC);
-    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(a.residual[i], n),
-                        a.attention[i], attention_scratch_, dresid_NC);
+    attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(s.input, n),
+                        s.attention, attention_scratch_, dresid_NC);
     grads_ready(span_.hf_layers[i]);
   }
   last_backward_tokens_ = n;
@@ -321,6 +349,22 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
     kernels_.embedding_backward({vocab_start_}, in.tokens_N, dresid_NC, embed_grad_VC_);
   }
   grads_ready(-1);
+}
+
+CausalLm::LayerSlots CausalLm::layer_slots(Activations& a, size_t i) {
+  const auto* group = recompute_.group_of(int64_t(i));
+  if (!group) return {a.residual[i], a.mid[i], a.attention[i], a.mlp[i], a.residual[i + 1]};
+  Activations& s = recompute_scratch_;
+  const size_t k = i - size_t(group->first);
+  return {k == 0 ? a.residual[i] : s.residual[k], s.mid[k], s.attention[k], s.mlp[k],
+          int64_t(i) + 1 == group->second ? a.residual[i + 1] : s.residual[k + 1]};
+}
+
+void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, Activations& a, size_t i) {
+  const int64_t n = shape.local_tokens;
+  const LayerSlots s = layer_slots(a, i);
+  attention_.forward(ctx, shape, layer_weights_[i].attention, rows(s.input, n), rows(s.mid, n), s.attention);
+  mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp);
 }
 
 int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }

@@ -30,6 +30,7 @@
 #include "model/model_inputs.h"
 #include "model/paged_batch.h"
 #include "model/param_store.h"
+#include "model/recompute_policy.h"
 #include "model/value_head.h"
 
 namespace rf::model {
@@ -83,6 +84,11 @@ class CausalLm {
     int64_t bytes();  // what the tracker counts for them
   };
 
+  // Full activation recompute of this chunk's layers (recompute_policy.h); before reserve, which allocates
+  // the recomputed group's scratch (one group's activations, accounted to the tracker's activations). Then a
+  // micro-batch's Activations hold no tensors of a recomputed layer but its group's input.
+  void set_recompute(const RecomputePolicy& policy);
+  const RecomputeGroups& recompute() const { return recompute_; }
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.
   void reserve(int64_t max_tokens);
@@ -157,6 +163,17 @@ class CausalLm {
   void validate(const ModelInputs& inputs) const;
   LayerContext context() const;
   BatchShape batch_shape(const ModelInputs& inputs) const;
+  // Where layer i's forward reads its input and writes what it saves and its output: the micro-batch's
+  // Activations, or for a recomputed layer the group's scratch (its group's input and output stay in `a`).
+  struct LayerSlots {
+    Tensor& input;
+    Tensor& mid;
+    AttentionSaved& attention;
+    MlpSaved& mlp;
+    Tensor& output;
+  };
+  LayerSlots layer_slots(Activations& a, size_t i);
+  void layer_forward(const LayerContext& ctx, const BatchShape& shape, Activations& a, size_t i);
 
   ModelConfig config_;
   ModelSpan span_;
@@ -185,6 +202,8 @@ class CausalLm {
   int64_t capacity_ = 0;
   bool activations_resident_ = true;
   Activations own_;  // forward's and backward's when not given any
+  RecomputeGroups recompute_;
+  Activations recompute_scratch_;  // one group's layers (residual[0] unused: the group's input is saved)
   AttentionScratch attention_scratch_;
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;

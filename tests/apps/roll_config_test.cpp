@@ -101,8 +101,9 @@ struct RowCase {
 };
 
 // Megatron's layer-split keys in a Megatron role's strategy_config (mcore_adapter passes them through): each
-// lands in the role's megatron block as given, for actor_train, reference and the critic.
-std::vector<RowCase> with_split_key_cases(std::vector<RowCase> cases) {
+// lands in the role's megatron block as given, for actor_train, reference and the critic; and the recompute keys,
+// for actor_train and the critic.
+std::vector<RowCase> with_megatron_key_cases(std::vector<RowCase> cases) {
   const std::pair<std::string, std::string> keys[] = {{"num_layers_in_first_pipeline_stage", "3"},
                                                       {"num_layers_in_last_pipeline_stage", "5"},
                                                       {"account_for_embedding_in_pipeline_split", "true"},
@@ -117,11 +118,19 @@ std::vector<RowCase> with_split_key_cases(std::vector<RowCase> cases) {
                      "actor_rollout_ref.ref.megatron." + key, value});
     cases.push_back({"critic.strategy_args.strategy_config." + key, with_critic(section), "critic.megatron." + key, value});
   }
+  // Megatron's activation recompute, for the roles that train.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"recompute_granularity", "full"}, {"recompute_method", "block"}, {"recompute_num_layers", "2"}}) {
+    const std::string section = "{strategy_args: {strategy_config: {" + key + ": " + value + "}}}";
+    cases.push_back({"actor_train.strategy_args.strategy_config." + key, "actor_train: " + section,
+                     "actor_rollout_ref.actor.megatron." + key, value});
+    cases.push_back({"critic.strategy_args.strategy_config." + key, with_critic(section), "critic.megatron." + key, value});
+  }
   return cases;
 }
 
 const std::vector<RowCase>& row_cases() {
-  static const std::vector<RowCase> cases = with_split_key_cases({
+  static const std::vector<RowCase> cases = with_megatron_key_cases({
       // the run
       {"exp_name", "exp_name: run7", "trainer.experiment_name", "run7"},
       {"seed", "seed: 7", "actor_rollout_ref.actor.megatron.seed", "7"},
@@ -575,8 +584,7 @@ TEST(RollConfig, CriticKeysWithoutAVerlKeyWriteNothing) {
     const RollConfig config = translate(with_critic(fmt::format(
         "{{model_args: {{model_type: {}, disable_gradient_checkpointing: true, attn_implementation: fa2}}, "
         "training_args: {{num_train_epochs: 2, max_steps: 9, seed: 1}}, strategy_args: {{strategy_config: "
-        "{{virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: null, recompute_granularity: full, "
-        "recompute_method: uniform, recompute_num_layers: 1}}}}, infer_batch_size: 4}}",
+        "{{virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: null}}}}, infer_batch_size: 4}}",
         model_type)));
     EXPECT_EQ(leaves(config.verl_tree), leaves(plain.verl_tree)) << model_type;
   }
@@ -606,8 +614,7 @@ TEST(RollConfig, KeysWithoutAVerlKeyWriteNothing) {
       "difficulty_mask: false, importance_sampling: token, hydra: {run: {dir: .}, output_subdir: null}, "
       "actor_train: {model_args: {disable_gradient_checkpointing: true, attn_implementation: fa2}, "
       "training_args: {num_train_epochs: 3, max_steps: 9, seed: 1}, strategy_args: {strategy_config: "
-      "{virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: null, recompute_granularity: full, "
-      "recompute_method: uniform, recompute_num_layers: 1}}}, "
+      "{virtual_pipeline_model_parallel_size: null, expert_tensor_parallel_size: null}}}, "
       "actor_infer: {infer_batch_size: 4, model_args: {disable_gradient_checkpointing: true, attn_implementation: "
       "sdpa}, generating_args: {max_new_tokens: 8, num_return_sequences: 1, num_beams: 1, repetition_penalty: 1.0}}, "
       "reference: {model_args: {disable_gradient_checkpointing: true, attn_implementation: fa2}, strategy_args: "
@@ -877,9 +884,6 @@ TEST(RollConfig, EveryRowIsCovered) {
                           "actor_train.training_args.max_steps",
                           "actor_train.training_args.seed",
                           "actor_train.strategy_args.strategy_config.expert_tensor_parallel_size",
-                          "actor_train.strategy_args.strategy_config.recompute_granularity",
-                          "actor_train.strategy_args.strategy_config.recompute_method",
-                          "actor_train.strategy_args.strategy_config.recompute_num_layers",
                           "actor_train.device_mapping",
                           "actor_infer.model_args.disable_gradient_checkpointing",
                           "actor_infer.model_args.attn_implementation",
@@ -905,9 +909,6 @@ TEST(RollConfig, EveryRowIsCovered) {
                           "critic.training_args.max_steps",
                           "critic.training_args.seed",
                           "critic.strategy_args.strategy_config.expert_tensor_parallel_size",
-                          "critic.strategy_args.strategy_config.recompute_granularity",
-                          "critic.strategy_args.strategy_config.recompute_method",
-                          "critic.strategy_args.strategy_config.recompute_num_layers",
                           "critic.device_mapping",
                           "critic.infer_batch_size"})
     covered.insert(row);

@@ -2,6 +2,8 @@
 # RL with pipeline parallel against one process (issue #22 acceptance 2), on a 4-layer warm start:
 #  GRPO with the actor and the reference at PP 2 on two ranks (the rollout's two replicas are the pipeline's
 #  stages, MEGATRON_PP_AS_DP_PROTO, each with the whole weights gathered from both stages),
+#  GRPO with the actor at PP 2 and full activation recompute (verl's override_transformer_config spelling): bit for
+#  bit the PP 2 run,
 #  GRPO with the actor at PP 2 x TP 2 on four ranks,
 #  PPO with the actor and the critic at PP 2 on two ranks,
 # each gives the one-process run: the same responses, scores and validation exactly, and losses, gradient norms,
@@ -26,6 +28,21 @@ quiet timeout 300 "$RLFORGE" --nproc 2 "${grpo[@]}" "${actor_pp2[@]}" trainer.de
 grep -q "pp 1: \[2-3, L\]" "$SCRATCH/last.log" || fail "no pipeline split logged"
 python3 tests/e2e/same_run.py "$SCRATCH/grpo_one/metrics.jsonl" "$SCRATCH/grpo_pp2/metrics.jsonl" 3 "GRPO actor PP 2" \
   actor/pg_loss actor/grad_norm
+# ... and with the actor recomputing its layers (verl's spelling): bit for bit the run that saves them.
+quiet timeout 300 "$RLFORGE" --nproc 2 "${grpo[@]}" "${actor_pp2[@]}" trainer.default_local_dir="$SCRATCH/grpo_pp2_recompute" \
+  +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full \
+  +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform \
+  +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1
+grep -q "activation recompute: full, uniform groups of 1 layers" "$SCRATCH/last.log" || fail "no recompute logged"
+python3 - "$SCRATCH/grpo_pp2/metrics.jsonl" "$SCRATCH/grpo_pp2_recompute/metrics.jsonl" <<'PY'
+import json, sys
+rows = [[json.loads(line) for line in open(path)] for path in sys.argv[1:]]
+keys = ["actor/pg_loss", "actor/grad_norm", "critic/score/mean", "actor/entropy"]
+for a, b in zip(*rows):
+    for k in keys:
+        assert a.get(k) == b.get(k), f"step {a['step']} {k}: {a.get(k)} != {b.get(k)} with recompute"
+print(f"ok: GRPO actor PP 2 with full recompute = without, bit for bit ({len(rows[0])} rows)")
+PY
 quiet timeout 300 "$RLFORGE" --nproc 4 "${grpo[@]}" "${actor_pp2[@]}" actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
   trainer.default_local_dir="$SCRATCH/grpo_pp2_tp2"
 python3 tests/e2e/same_run.py "$SCRATCH/grpo_one/metrics.jsonl" "$SCRATCH/grpo_pp2_tp2/metrics.jsonl" 3 \

@@ -101,6 +101,15 @@ refused actor_interleaved_update "actor_rollout_ref.actor.megatron.microbatch_gr
   --nproc 2 "${policy[@]}" actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2 \
   actor_rollout_ref.actor.megatron.virtual_pipeline_model_parallel_size=2
 
+# Activation recompute, by Megatron's checks, in verl's override_transformer_config spelling too (issue #23).
+refused recompute_without_layers "actor_rollout_ref.actor.megatron.recompute_num_layers: null but \
+recompute_granularity is full" +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full \
+  +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform
+refused recompute_layers_without_full "critic.megatron.recompute_num_layers: is set but recompute_granularity is not \
+full" algorithm.adv_estimator=gae critic.megatron.recompute_num_layers=2
+refused recompute_selective "actor_rollout_ref.actor.megatron.recompute_granularity: selective: not built yet" \
+  actor_rollout_ref.actor.megatron.recompute_granularity=selective
+
 # A verl config that keeps verl's keys rlforge lacks at their defaults loads: each is named in a warning
 # and left out of the resolved config, and `--check-config` exits 0 before any work. Some come in the
 # file (verl's sections rlforge has no part of), some as overrides, which reach them as in verl.

@@ -1,6 +1,7 @@
 // Every coordinate of every parameter of micro models (each architecture, tied and untied, GQA)
 // against finite differences of the f64 `ref` forward, through both outputs (log-prob and
-// entropy), at temperature != 1, over two packed documents.
+// entropy), at temperature != 1, over two packed documents; and through layers whose forward is recomputed in
+// backward (full recompute, uniform and block).
 #include <gtest/gtest.h>
 
 #include "model_fixture.h"
@@ -15,6 +16,7 @@ struct MicroCase {
   // The forward on the rollout's paged attention (model/paged_order_attention.h), the backward on
   // the training one without RoPE, then RoPE's backward.
   bool batch_invariant = false;
+  RecomputePolicy recompute = {};
 };
 
 class MicroModelGradients : public ::testing::TestWithParam<MicroCase> {};
@@ -26,7 +28,7 @@ TEST_P(MicroModelGradients, EveryCoordinateMatchesFiniteDifferences) {
   const ModelConfig config = testing::micro_config(c.arch, c.tied);
   const PackedSequences packed = testing::fd_documents();
   const ModelInputs inputs = packed.inputs(0.8);
-  testing::ModelUnderTest m(config, DType::f64, ref_kernels, packed.tokens_N.numel());
+  testing::ModelUnderTest m(config, DType::f64, ref_kernels, packed.tokens_N.numel(), c.recompute);
   testing::randomize_weights(m.params, 77);
   const auto weights = testing::random_loss_weights(packed, DType::f64, 5);
 
@@ -42,10 +44,17 @@ INSTANTIATE_TEST_SUITE_P(Archs, MicroModelGradients,
                          ::testing::Values(MicroCase{Arch::llama, true}, MicroCase{Arch::llama, false},
                                            MicroCase{Arch::qwen2, true}, MicroCase{Arch::qwen2, false},
                                            MicroCase{Arch::qwen3, true}, MicroCase{Arch::qwen3, false},
-                                           MicroCase{Arch::llama, true, true}, MicroCase{Arch::qwen3, false, true}),
+                                           MicroCase{Arch::llama, true, true}, MicroCase{Arch::qwen3, false, true},
+                                           MicroCase{Arch::qwen2, false, false, {.full = true, .num_layers = 2}},
+                                           MicroCase{Arch::qwen3, true, false,
+                                                     {.full = true, .method = RecomputeMethod::block, .num_layers = 1}}),
                          [](const auto& info) {
+                           const RecomputePolicy& r = info.param.recompute;
                            return arch_name(info.param.arch) + (info.param.tied ? "_tied" : "_untied") +
-                                  (info.param.batch_invariant ? "_batch_invariant" : "");
+                                  (info.param.batch_invariant ? "_batch_invariant" : "") +
+                                  (!r.full ? ""
+                                   : r.method == RecomputeMethod::uniform ? "_recompute_uniform"
+                                                                          : "_recompute_block");
                          });
 
 }  // namespace

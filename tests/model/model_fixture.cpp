@@ -10,12 +10,13 @@
 namespace rf::model::testing {
 
 ModelUnderTest::ModelUnderTest(const ModelConfig& c, DType dtype, const kernels::KernelRegistry& kernels,
-                               int64_t max_tokens)
+                               int64_t max_tokens, const RecomputePolicy& recompute)
     : config(c),
       parallel(dist::ParallelContext::single_process()),
       params(ParamLayout::for_model(c), dtype),
       grads(ParamLayout::for_model(c), grad_dtype_for(dtype)),
       model(c, params, &grads, kernels, parallel) {
+  model.set_recompute(recompute);
   model.reserve(max_tokens);
 }
 

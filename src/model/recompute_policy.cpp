@@ -1,0 +1,41 @@
+#include "model/recompute_policy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace rf::model {
+
+const std::pair<int64_t, int64_t>* RecomputeGroups::group_of(int64_t layer) const {
+  for (const auto& group : groups)
+    if (layer >= group.first && layer < group.second) return &group;
+  return nullptr;
+}
+
+int64_t RecomputeGroups::largest() const {
+  int64_t most = 0;
+  for (const auto& [begin, end] : groups) most = std::max(most, end - begin);
+  return most;
+}
+
+RecomputeGroups recompute_groups(const RecomputePolicy& policy, int64_t num_layers) {
+  RecomputeGroups out;
+  if (!policy.full || policy.num_layers <= 0) return out;
+  if (policy.method == RecomputeMethod::uniform) {
+    for (int64_t begin = 0; begin < num_layers; begin += policy.num_layers)
+      out.groups.emplace_back(begin, std::min(begin + policy.num_layers, num_layers));
+  } else {
+    for (int64_t layer = 0; layer < std::min(policy.num_layers, num_layers); ++layer)
+      out.groups.emplace_back(layer, layer + 1);
+  }
+  return out;
+}
+
+std::string describe(const RecomputePolicy& policy) {
+  if (!policy.full) return "none";
+  if (policy.method == RecomputeMethod::uniform)
+    return fmt::format("full, uniform groups of {} layers", policy.num_layers);
+  return fmt::format("full, block: each of the first {} layers of a chunk", policy.num_layers);
+}
+
+}  // namespace rf::model
