@@ -4,7 +4,8 @@
 // ratios to one rank.
 //   usage: parallel_train_step_bench [--config large|tiny] [--tp N] [--pp N] [--vpp N] [--micro-batches M]
 //                                    [--steps N] [--threads N] [--distributed-optimizer 0|1] [--overlap 0|1]
-//                                    [--recompute none|uniform|block] [--recompute-layers N]
+//                                    [--recompute none|uniform|block|selective] [--recompute-layers N]
+//                                    [--recompute-modules core_attn,layernorm,mlp,activation]
 // The global batch is B rows of T random tokens (train_step_setup.h); DP rank r runs rows
 // [r B/DP, (r+1) B/DP) as M micro-batches of equal rows (default 1), the TP and PP ranks of a DP rank the same rows. A step is
 // forward_backward, reduce_gradients, optimizer_step and lr_step, f32. reduce_gradients is timed on its
@@ -49,8 +50,9 @@ struct Options {
   int num_threads = 0;  // 0: OMP_NUM_THREADS, else one per core
   bool distributed_optimizer = false;
   bool overlap = true;
-  std::string recompute = "none";  // full recompute's method, or none
+  std::string recompute = "none";  // full recompute's method, selective, or none
   int recompute_layers = 1;
+  std::string recompute_modules = "core_attn";  // with selective; `activation` is MindSpeed's activation function
 };
 
 int parse_count(const std::string& flag, const char* value) {
@@ -87,13 +89,16 @@ Options parse_options(int argc, char** argv) {
       o.overlap = parse_count(flag, value) != 0;
     } else if (flag == "--recompute") {
       o.recompute = value;
-      if (o.recompute != "none" && o.recompute != "uniform" && o.recompute != "block")
-        throw rf::ConfigError(flag, "'" + o.recompute + "': expected none, uniform or block");
+      if (o.recompute != "none" && o.recompute != "uniform" && o.recompute != "block" && o.recompute != "selective")
+        throw rf::ConfigError(flag, "'" + o.recompute + "': expected none, uniform, block or selective");
+    } else if (flag == "--recompute-modules") {
+      o.recompute_modules = value;
     } else if (flag == "--recompute-layers") {
       o.recompute_layers = std::max(1, parse_count(flag, value));
     } else {
       throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --pp, --vpp, --micro-batches, --steps, "
-                                  "--threads, --distributed-optimizer, --overlap, --recompute, --recompute-layers)");
+                                  "--threads, --distributed-optimizer, --overlap, --recompute, --recompute-layers, "
+                                  "--recompute-modules)");
     }
   }
   return o;
@@ -175,7 +180,22 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   engine_config.use_distributed_optimizer = options.distributed_optimizer && dp > 1;
   engine_config.overlap_grad_reduce = options.overlap && dp > 1;
   if (engine_config.overlap_grad_reduce) engine_config.bucket_size = 4'000'000;  // ~ a layer and a half (large)
-  if (options.recompute != "none") {
+  if (options.recompute == "selective") {
+    engine_config.recompute_granularity = rf::engine::RecomputeGranularity::selective;
+    std::vector<rf::engine::RecomputeModule> modules;
+    size_t begin = 0;
+    while (begin <= options.recompute_modules.size()) {
+      const size_t end = std::min(options.recompute_modules.find(',', begin), options.recompute_modules.size());
+      const std::string name = options.recompute_modules.substr(begin, end - begin);
+      if (name == "activation") engine_config.recompute_activation_function = true;
+      else if (name == "core_attn") modules.push_back(rf::engine::RecomputeModule::core_attn);
+      else if (name == "layernorm") modules.push_back(rf::engine::RecomputeModule::layernorm);
+      else if (name == "mlp") modules.push_back(rf::engine::RecomputeModule::mlp);
+      else throw rf::ConfigError("--recompute-modules", "'" + name + "': expected core_attn, layernorm, mlp, activation");
+      begin = end + 1;
+    }
+    engine_config.recompute_modules = modules;
+  } else if (options.recompute != "none") {
     engine_config.recompute_granularity = rf::engine::RecomputeGranularity::full;
     engine_config.recompute_method =
         options.recompute == "uniform" ? rf::model::RecomputeMethod::uniform : rf::model::RecomputeMethod::block;
@@ -238,14 +258,16 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   const double step = median(step_s), exposed = median(exposed_s);
   if (leader) {
     std::printf("parallel_train_step config=%s world=%d tp=%d pp=%d vpp=%d dp=%d micro_batches=%d threads=%d "
-                "distributed_optimizer=%d overlap=%d recompute=%s:%d activation_peak_mib=%.2f "
+                "distributed_optimizer=%d overlap=%d recompute=%s:%d:%s activation_peak_mib=%.2f planned_mib=%.2f "
                 "global_tokens=%ld step_ms=%.1f tok_s=%.1f fb_ms=%.1f exposed_comm_ms=%.1f exposed_pct=%.2f "
                 "optimizer_ms=%.1f\n",
                 options.config.c_str(), world->size(), options.tp, options.pp, options.vpp, dp, options.micro_batches,
                 pool.num_threads(),
                 int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
                 options.recompute.c_str(), options.recompute_layers,
+                options.recompute == "selective" ? options.recompute_modules.c_str() : "-",
                 double(tracker.peak(rf::MemoryTier::device, rf::MemoryCategory::activations)) / (1 << 20),
+                double(engine.planned_activation_peak(options.micro_batches)) / (1 << 20),
                 long(shape.B * shape.T), step * 1e3, double(shape.B * shape.T) / step, median(fb_s) * 1e3,
                 exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3);
     if (options.pp > 1)

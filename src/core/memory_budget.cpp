@@ -14,4 +14,9 @@ MemoryBudget memory_budget(const MemoryTracker& tracker) {
   return machine_memory_budget();
 }
 
+MemoryTracker& with_device_budget(MemoryTracker& tracker, std::optional<double> gib) {
+  if (gib) tracker.set_budget(MemoryTier::device, int64_t(*gib * double(int64_t(1) << 30)));
+  return tracker;
+}
+
 }  // namespace rf

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/memory_tracker.h"
@@ -18,5 +19,10 @@ struct MemoryBudget {
 
 MemoryBudget machine_memory_budget();
 MemoryBudget memory_budget(const MemoryTracker& tracker);
+
+// Sets `tracker`'s device-tier budget to `gib` GiB (none: leaves it unset) and returns it: for the trainers, which
+// pass their tracker to the engines with the budget their config gives (trainer.device_memory_budget_gb,
+// resources.device_memory_gb), so that whatever would exceed it fails by name (MemoryTracker::on_allocate).
+MemoryTracker& with_device_budget(MemoryTracker& tracker, std::optional<double> gib);
 
 }  // namespace rf

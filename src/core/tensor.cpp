@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/element_access.h"
+#include "core/tensor_allocation.h"
 
 namespace rf {
 namespace {
@@ -38,11 +39,15 @@ void discard_contents(void* data, size_t bytes) {
 
 }  // namespace
 
-Tensor::Tensor(Shape shape, DType dtype, TensorAccount account) : account_(account) {
-  for (int64_t extent : shape) RF_CHECK(extent >= 0, "negative extent in shape {}", shape.to_string());
+size_t tensor_allocation_bytes(const Shape& shape, DType dtype) {
   const size_t bytes = size_t(shape.numel()) * dtype_size(dtype);
   // Zero-sized tensors still get a buffer, so that `empty()` means "no tensor" and nothing else.
-  const size_t padded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  return std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+Tensor::Tensor(Shape shape, DType dtype, TensorAccount account) : account_(account) {
+  for (int64_t extent : shape) RF_CHECK(extent >= 0, "negative extent in shape {}", shape.to_string());
+  const size_t padded = tensor_allocation_bytes(shape, dtype);
   if (account_.tracker) account_.tracker->on_allocate(account_.tier, account_.category, int64_t(padded));
   void* data = std::aligned_alloc(kAlignment, padded);
   if (!data) {

@@ -7,12 +7,33 @@
 namespace rf::engine {
 namespace {
 
+std::string_view module_name(RecomputeModule module) {
+  for (const auto& [value, name] : enum_names(module))
+    if (value == module) return name;
+  return "?";
+}
+
 // Megatron's TransformerConfig checks, by the same keys.
 void validate_recompute(const EngineConfig& c) {
-  if (c.recompute_granularity == RecomputeGranularity::selective)
-    throw ConfigError("recompute_granularity",
-                      "selective: not built yet (full is: recompute_granularity: full with recompute_method and "
-                      "recompute_num_layers)");
+  if (c.recompute_modules && c.recompute_granularity != RecomputeGranularity::selective)
+    throw ConfigError("recompute_modules", "is set but recompute_granularity is not selective (it names what "
+                                           "selective recompute discards)");
+  for (const RecomputeModule module : c.recompute_modules.value_or(std::vector<RecomputeModule>{}))
+    if (module != RecomputeModule::core_attn && module != RecomputeModule::mlp &&
+        module != RecomputeModule::layernorm)
+      throw ConfigError("recompute_modules",
+                        fmt::format("{}: recomputes part of {} layers, which no model rlforge builds has yet",
+                                    module_name(module),
+                                    module == RecomputeModule::mla_up_proj ? "Multi-Latent Attention" : "MoE"));
+  if (c.distribute_saved_activations) {
+    if (c.recompute_granularity != RecomputeGranularity::full)
+      throw ConfigError("distribute_saved_activations",
+                        "true needs recompute_granularity: full (it splits the recomputed groups' inputs over TP)");
+    if (c.sequence_parallel)
+      throw ConfigError("distribute_saved_activations",
+                        "true with sequence_parallel: the residual stream is split over TP already (Megatron refuses "
+                        "the two together)");
+  }
   if (c.recompute_granularity == RecomputeGranularity::full) {
     if (!c.recompute_method)
       throw ConfigError("recompute_method", "null but recompute_granularity is full: expected uniform or block");
@@ -30,6 +51,31 @@ void validate_recompute(const EngineConfig& c) {
   if (c.recompute_num_layers)
     throw ConfigError("recompute_num_layers", "is set but recompute_granularity is not full (Megatron refuses it "
                                               "with selective too)");
+}
+
+// Megatron's checks of cpu_offloading, by the same keys.
+void validate_offloading(const EngineConfig& c) {
+  if (c.cpu_offloading_weights)
+    throw ConfigError("cpu_offloading_weights", "true: offloading the weights during the forward is not built "
+                                                "(param_offload offloads them between stages)");
+  if (!c.cpu_offloading) {
+    if (c.cpu_offloading_num_layers != 0)
+      throw ConfigError("cpu_offloading_num_layers", "is set but cpu_offloading is false");
+    return;
+  }
+  if (!c.cpu_offloading_activations)
+    throw ConfigError("cpu_offloading_activations", "false with cpu_offloading: true and no weight offload: nothing "
+                                                    "would be offloaded");
+  if (c.cpu_offloading_num_layers < 1)
+    throw ConfigError("cpu_offloading_num_layers",
+                      fmt::format("must be >= 1 with cpu_offloading: true, got {}", c.cpu_offloading_num_layers));
+  if (c.recompute_granularity || c.recompute_activation_function || c.recompute_norm)
+    throw ConfigError("cpu_offloading", "true with activation recompute (recompute_granularity, "
+                                        "recompute_activation_function or recompute_norm): Megatron refuses "
+                                        "activation offload together with recompute");
+  if (c.pipeline_model_parallel_size > 1)
+    throw ConfigError("cpu_offloading", "true with pipeline_model_parallel_size > 1: Megatron refuses activation "
+                                        "offload with pipeline parallel");
 }
 
 }  // namespace
@@ -78,12 +124,27 @@ void EngineConfig::validate() const {
     throw ConfigError("overlap_param_gather",
                       "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
   validate_recompute(*this);
+  validate_offloading(*this);
   compute_dtype();
 }
 
 model::RecomputePolicy EngineConfig::recompute_policy() const {
-  if (recompute_granularity != RecomputeGranularity::full) return {};
-  return {.full = true, .method = *recompute_method, .num_layers = *recompute_num_layers};
+  model::RecomputePolicy policy;
+  if (recompute_granularity == RecomputeGranularity::full) {
+    policy.full = true;
+    policy.method = *recompute_method;
+    policy.num_layers = *recompute_num_layers;
+    policy.distribute_saved_activations = distribute_saved_activations;
+  }
+  if (recompute_granularity == RecomputeGranularity::selective)
+    for (const RecomputeModule module : recompute_modules.value_or(std::vector{RecomputeModule::core_attn})) {
+      policy.selective.core_attn |= module == RecomputeModule::core_attn;
+      policy.selective.layernorm |= module == RecomputeModule::layernorm;
+      policy.selective.mlp |= module == RecomputeModule::mlp;
+    }
+  policy.selective.activation = recompute_activation_function;
+  policy.selective.layernorm |= recompute_norm;
+  return policy;
 }
 
 model::PipelineSplit EngineConfig::pipeline_layout(int64_t num_hidden_layers) const {

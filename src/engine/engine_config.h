@@ -5,9 +5,9 @@
 // running without them. The pipeline's layer-split keys (model/pipeline_split.h) sit in the same block, as
 // Megatron's and MindSpeed's flags do beside --pipeline-model-parallel-size. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
 // change nothing, and the engine says so in a warning.
-// recompute_granularity / recompute_method / recompute_num_layers are Megatron's activation recompute
-// (model/recompute_policy.h; verl spells them under override_transformer_config as well): `full` is built,
-// `selective` is refused until it is.
+// recompute_granularity / recompute_method / recompute_num_layers / recompute_modules /
+// distribute_saved_activations are Megatron's activation recompute, recompute_activation_function and recompute_norm
+// MindSpeed's (model/recompute_policy.h; verl spells them under override_transformer_config as well).
 // check_for_nan_in_loss_and_grad is Megatron's key (on by default there too); nan_policy is rlforge's: what a
 // non-finite loss or gradient does, stop the run (Megatron's behaviour) or skip that optimizer step (what
 // Megatron does on its fp16 loss scaler's found_inf).
@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 #include "engine/pipeline/pipeline_schedule.h"
@@ -31,6 +32,19 @@ enum class RecomputeGranularity : uint8_t { full, selective };
 
 constexpr std::array<std::pair<RecomputeGranularity, std::string_view>, 2> enum_names(RecomputeGranularity) {
   return {{{RecomputeGranularity::full, "full"}, {RecomputeGranularity::selective, "selective"}}};
+}
+
+// Megatron's recompute_modules; those of MoE and MLA layers are refused by name until such layers exist.
+enum class RecomputeModule : uint8_t { core_attn, mlp, layernorm, moe_act, moe, shared_experts, mla_up_proj };
+
+constexpr std::array<std::pair<RecomputeModule, std::string_view>, 7> enum_names(RecomputeModule) {
+  return {{{RecomputeModule::core_attn, "core_attn"},
+           {RecomputeModule::mlp, "mlp"},
+           {RecomputeModule::layernorm, "layernorm"},
+           {RecomputeModule::moe_act, "moe_act"},
+           {RecomputeModule::moe, "moe"},
+           {RecomputeModule::shared_experts, "shared_experts"},
+           {RecomputeModule::mla_up_proj, "mla_up_proj"}}};
 }
 
 constexpr std::array<std::pair<NanPolicy, std::string_view>, 2> enum_names(NanPolicy) {
@@ -59,6 +73,14 @@ struct EngineConfig {
   std::optional<RecomputeGranularity> recompute_granularity;  // null: every layer saves its activations
   std::optional<model::RecomputeMethod> recompute_method;
   std::optional<int64_t> recompute_num_layers;
+  std::optional<std::vector<RecomputeModule>> recompute_modules;  // null: Megatron's default, [core_attn]
+  bool recompute_activation_function = false;
+  bool recompute_norm = false;
+  bool distribute_saved_activations = false;
+  bool cpu_offloading = false;
+  int64_t cpu_offloading_num_layers = 0;
+  bool cpu_offloading_activations = true;
+  bool cpu_offloading_weights = false;
   bool check_for_nan_in_loss_and_grad = true;
   NanPolicy nan_policy = NanPolicy::error;
 
@@ -94,13 +116,37 @@ struct EngineConfig {
       "rlforge: give the activation buffers' memory back while the role is idle (PyTorch frees a pass's "
       "activations when it ends); they are taken again, zeroed, by the next pass (page faults: slower)");
     f("recompute_granularity", recompute_granularity,
-      "Megatron's activation recompute: full (a recomputed layer saves only its group's input and re-runs the "
-      "group's forward in backward; bit-identical gradients) or null. selective is not built yet. A forward-only "
-      "role (reference, reward model) saves nothing, so there it changes nothing, as in Megatron");
+      "Megatron's activation recompute, bit-identical gradients either way: full (a recomputed layer saves only its "
+      "group's input and re-runs the group's forward in backward), selective (every layer discards what "
+      "recompute_modules names and recomputes it at the start of its backward) or null. A forward-only role "
+      "(reference, reward model) saves nothing, so there it changes nothing, as in Megatron");
     f("recompute_method", recompute_method,
       "with full: uniform (each model chunk's layers in consecutive groups of recompute_num_layers) or block (each "
       "of a chunk's first recompute_num_layers layers recomputed, the rest saved)");
     f("recompute_num_layers", recompute_num_layers, "with full: the group size (uniform) or layer count (block)");
+    f("recompute_modules", recompute_modules,
+      "with selective: what each layer discards and recomputes: core_attn (the attention output and its softmax "
+      "statistics, from q, k, v), layernorm (both pre-norms' outputs, from the residual stream), mlp (everything the "
+      "MLP saves, from its input); null: [core_attn]. moe_act, moe, shared_experts and mla_up_proj are refused "
+      "until MoE and MLA layers exist");
+    f("recompute_activation_function", recompute_activation_function,
+      "MindSpeed's: every saving layer discards its SwiGLU product and recomputes it from the kept gate and up "
+      "projections before the down projection's backward (with any recompute_granularity)");
+    f("recompute_norm", recompute_norm,
+      "MindSpeed's: every saving layer discards both pre-norms' outputs and recomputes them in backward (the same "
+      "as recompute_modules' layernorm, with any recompute_granularity)");
+    f("distribute_saved_activations", distribute_saved_activations,
+      "Megatron's, with full recompute at TP > 1 without sequence parallel: each TP rank keeps 1/TP of a recomputed "
+      "group's input and the group's backward all-gathers it before recomputing");
+    f("cpu_offloading", cpu_offloading,
+      "Megatron's activation offload: the saved activations of each model chunk's first cpu_offloading_num_layers "
+      "layers wait on the host tier between their forward and their backward, prefetched one layer ahead (no result "
+      "changes; not with recompute or pipeline parallel, as in Megatron)");
+    f("cpu_offloading_num_layers", cpu_offloading_num_layers, "with cpu_offloading: the layers whose activations go");
+    f("cpu_offloading_activations", cpu_offloading_activations, "with cpu_offloading: offload activations (must be true)");
+    f("cpu_offloading_weights", cpu_offloading_weights,
+      "Megatron's weight offload during the forward: not built (param_offload offloads weights between stages); "
+      "rlforge's default false, true refused");
     f("check_for_nan_in_loss_and_grad", check_for_nan_in_loss_and_grad,
       "Megatron's: before each optimizer step, check every micro-batch's loss and the gradient norm for NaN/Inf "
       "(one decision for all the role's ranks); nan_policy says what a non-finite one does. false: nothing is "

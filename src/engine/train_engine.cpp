@@ -11,6 +11,7 @@
 #include "core/stopwatch.h"
 #include "dist/text_collectives.h"
 #include "engine/pipeline/pipeline_executor.h"
+#include "engine/pipeline/pipeline_simulator.h"
 #include "engine/pipeline_stage.h"
 #include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
@@ -183,8 +184,25 @@ model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineC
   const double HD = H * double(c.head_dim), KD = double(c.num_key_value_heads * c.head_dim) / tp;
   const double per_token_layer = 4 * C + 2 * HD + 2 * KD + 3 * F + H + 2;
   const int64_t multiple = config.sequence_parallel ? tp_size : 1;
-  const double tokens = double((max_tokens_per_micro_batch + multiple - 1) / multiple * multiple);
-  estimate.activations = double(c.num_hidden_layers) / pp * tokens * per_token_layer * double(dtype_size(compute));
+  const int64_t tokens = (max_tokens_per_micro_batch + multiple - 1) / multiple * multiple;
+  const double layers = double(c.num_hidden_layers) / pp;
+  estimate.activations = layers * double(tokens) * per_token_layer * double(dtype_size(compute));
+  // With recompute or offload, what the activation plan counts for one micro-batch on a stage of L / PP layers
+  // (rounded down: a lower bound): less than the above. A model whose activations would not count in 64-bit
+  // integers keeps the estimate above, which no budget holds anyway.
+  if (estimate.activations < 0x1p60 && (config.recompute_granularity || config.recompute_activation_function ||
+                                        config.recompute_norm || config.cpu_offloading)) {
+    model::ModelSpan stage{.pre_process = false, .post_process = false};
+    for (int64_t l = 0; l < std::max<int64_t>(1, int64_t(layers)); ++l) stage.hf_layers.push_back(l);
+    const model::ActivationShape shape{.max_tokens = tokens,
+                                       .tp_size = tp_size,
+                                       .sequence_parallel = config.sequence_parallel,
+                                       .dtype = compute};
+    const model::ActivationPlan plan =
+        model::plan_activations(c, {stage}, shape, config.recompute_policy(),
+                                std::min<int64_t>(config.cpu_offloading_num_layers, int64_t(stage.hf_layers.size())));
+    estimate.activations = double(plan.peak_bytes(plan.chunks[0].slot_bytes()));
+  }
   return estimate;
 }
 
@@ -217,12 +235,18 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
+  // Megatron's check (validate() has the others; PP 1 here, so the chunk is the model).
+  if (config_.cpu_offloading && config_.cpu_offloading_num_layers >= model_config.num_hidden_layers)
+    throw ConfigError("cpu_offloading_num_layers",
+                      fmt::format("{}: must be below the model's {} layers", config_.cpu_offloading_num_layers,
+                                  model_config.num_hidden_layers));
   const model::ParamStore& weights = compute_copy_ ? *compute_copy_ : master_;
   const int64_t pp_rank = parallel.pp().rank(), num_chunks = split_.vp_size;
   for (int64_t v = 0; v < num_chunks; ++v) {
     chunks_.push_back(std::make_unique<model::CausalLm>(model_config_, chunk_span(split_, pp_rank, v), weights,
                                                         &grads_, kernels, parallel, &tracker));
     chunks_.back()->set_recompute(config_.recompute_policy());
+    chunks_.back()->set_activation_offload(config_.cpu_offloading_num_layers);
     chunks_.back()->reserve(max_tokens_);
   }
   chunk_grads_written_.assign(size_t(num_chunks), 0);
@@ -259,8 +283,21 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       });
   }
   if (parallel.role().rank() == 0 && split_.pp_size > 1) core::log_info("{}", split_.describe());
-  if (parallel.role().rank() == 0 && config_.recompute_policy().full)
-    core::log_info("activation recompute: {}", model::describe(config_.recompute_policy()));
+  std::vector<model::ModelSpan> spans;
+  for (const auto& chunk : chunks_) spans.push_back(chunk->span());
+  activation_plan_ = model::plan_activations(model_config_, spans, chunks_.front()->activation_shape(),
+                                             config_.recompute_policy(), config_.cpu_offloading_num_layers);
+  if (parallel.role().rank() == 0) {
+    // Enough micro-batches for the schedule's in-flight peak to saturate: a multiple of the interleaving group.
+    const int64_t saturating = 2 * config_.schedule_shape(split_, 1).group_size() * split_.vp_size;
+    const int64_t peak = planned_activation_peak(saturating);
+    core::log_info("activation recompute: {}; activations of micro-batches of up to {} tokens{}:\n{}",
+                   model::describe(config_.recompute_policy()), max_tokens_,
+                   split_.pp_size > 1 ? " on pipeline stage 0" : "",
+                   activation_plan_.table(peak - activation_plan_.scratch_bytes(),
+                                          split_.pp_size > 1 ? fmt::format("{} or more micro-batches", saturating)
+                                                             : "one micro-batch"));
+  }
   warn_about_idle_keys(config_, parallel);
 }
 
@@ -272,12 +309,13 @@ model::CausalLm& TrainEngine::model() {
   return *chunks_[0];
 }
 
-std::vector<int64_t> TrainEngine::activation_slot_bytes() const {
-  std::vector<int64_t> bytes;
-  for (size_t v = 0; v < chunks_.size(); ++v)
-    bytes.push_back(pools_[pool_of_chunk_[v]].all.front()->activations.bytes() +
-                    (chunks_[v]->span().post_process ? head_pool_.all.front()->activations.bytes() : 0));
-  return bytes;
+int64_t TrainEngine::planned_activation_peak(int64_t num_microbatches) const {
+  const pipeline::ScheduleShape shape = config_.schedule_shape(split_, num_microbatches);
+  pipeline::PipelineCosts costs = pipeline::uniform_costs(split_.pp_size, split_.vp_size, 1.0, 2.0);
+  costs.activation_bytes.assign(size_t(split_.pp_size), activation_plan_.slot_bytes());  // this stage's row is read
+  const pipeline::SimulationReport report =
+      pipeline::simulate_pipeline(pipeline::make_pipeline_schedule(shape), costs);
+  return activation_plan_.peak_bytes(report.stages[size_t(parallel_.pp().rank())].peak_activation_bytes);
 }
 
 namespace {
@@ -519,7 +557,10 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     SavedMicroBatch& saved = acquire_saved(v);
     model::ModelInputs in = inputs[size_t(i)];
     in.hidden_NC = input;
-    const model::ModelOutputs run = chunk.forward(in, entropy, saved.activations);
+    const model::ModelOutputs run =
+        chunk.forward(in, entropy, saved.activations,
+                      forward_only == ForwardOnly::yes ? model::CausalLm::SavedFor::nothing
+                                                       : model::CausalLm::SavedFor::backward);
     if (v == 0) result.num_tokens += N;
     // Forward only, nothing is kept: the executor copies what it sends before the next action, and the head's
     // outputs are read below, before the slot goes back (which takes its head part back).

@@ -57,6 +57,7 @@
 #include "engine/shard_gatherer.h"
 #include "engine/tensor_map.h"
 #include "engine/whole_weights.h"
+#include "model/activation_plan.h"
 #include "model/causal_lm.h"
 #include "model/memory_estimate.h"
 #include "optim/adamw_optimizer.h"
@@ -193,9 +194,11 @@ class TrainEngine {
   // is offloaded again. The whole model: pipeline size 1 only (an Error naming the size otherwise).
   model::CausalLm& model();
   const model::PipelineSplit& pipeline_split() const { return split_; }
-  // Per chunk of this stage, the activation bytes one micro-batch in flight holds (what the pipeline simulator
-  // weighs in-flight micro-batches by).
-  std::vector<int64_t> activation_slot_bytes() const;
+  // What this stage's chunks keep for their backwards (model/activation_plan.h), as allocated.
+  const model::ActivationPlan& activation_plan() const { return activation_plan_; }
+  // The plan's activation peak for a training pass of `num_microbatches` micro-batches per DP rank: the scratch
+  // and the in-flight micro-batches at the schedule's worst moment on this stage (the pipeline simulator's replay).
+  int64_t planned_activation_peak(int64_t num_microbatches) const;
   const model::ModelConfig& model_config() const { return model_config_; }
   // Complete: waits for an overlapped parameter all-gather still in flight.
   const model::ParamStore& master_weights() const {
@@ -297,6 +300,7 @@ class TrainEngine {
   optim::AdamWOptimizer optimizer_;
   optim::LrScheduler scheduler_;
   int64_t max_tokens_ = 0;  // a micro-batch's, padded for sequence parallel
+  model::ActivationPlan activation_plan_;
   std::vector<ActivationPool> pools_;  // the layers' parts, one pool per layer count
   std::vector<size_t> pool_of_chunk_;
   ActivationPool head_pool_;

@@ -18,6 +18,8 @@
 #include "model/model_config.h"
 #include "model/paged_batch.h"
 #include "model/paged_order_attention.h"
+#include "model/recompute_policy.h"
+#include "model/saved_tensors.h"
 
 namespace rf::model {
 
@@ -33,7 +35,8 @@ struct AttentionParams {
   static AttentionParams bind(const Store& store, int64_t layer, const ModelConfig& config);
 };
 
-// Exactly what backward needs, sized for up to `max_tokens` at reserve time.
+// Exactly what backward needs, sized for up to `max_tokens` at reserve time. With selective recompute the
+// discarded tensors are empty here and live in the chunk's shared AttentionSaved (`discarded` below).
 struct AttentionSaved {
   Tensor xn_NC, rstd_N;         // pre-norm output and its statistics
   Tensor q_NHD, k_NKD, v_NKD;   // after q/k norm, before rope: what attention read
@@ -64,12 +67,18 @@ class AttentionBlock {
  public:
   AttentionBlock(const ModelConfig& config, int64_t tp_size);
 
-  void reserve(AttentionSaved& saved, int64_t max_tokens, DType dtype, TensorAccount account) const;
+  // What forward keeps for backward of up to max_tokens tokens, those `discard` recomputes marked discarded
+  // (core_attn: the attention output and lse; layernorm: the pre-norm's output and rstd).
+  std::vector<SavedTensorSpec<AttentionSaved>> saved_tensors(int64_t max_tokens, DType dtype,
+                                                             const SelectiveRecompute& discard) const;
+  // Allocates `part` of saved_tensors: a micro-batch's kept tensors, or the discarded ones of the shared scratch.
+  void reserve(AttentionSaved& saved, int64_t max_tokens, DType dtype, TensorAccount account,
+               const SelectiveRecompute& discard = {}, SavedPart part = SavedPart::kept) const;
   void reserve(AttentionScratch& scratch, int64_t max_tokens, DType dtype, TensorAccount account) const;
 
-  // h_NC = x_NC + attention(x_NC).
+  // h_NC = x_NC + attention(x_NC). What `saved` has no room for goes to `discarded` (the chunk's shared scratch).
   void forward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w, TensorView x_NC,
-               TensorView h_NC, AttentionSaved& saved) const;
+               TensorView h_NC, AttentionSaved& saved, AttentionSaved& discarded) const;
   // Inference over a paged KV cache (the rollout engine): the new tokens' keys and values are rotated
   // and written to `cache` at batch.slot_mapping_N, then each query attends to its sequence's cached
   // tokens (kernels/paged_attention.h); h_NC = x_NC + attention(x_NC). TP without sequence parallel;
@@ -77,19 +86,27 @@ class AttentionBlock {
   void forward_paged(const LayerContext& ctx, const PagedBatch& batch, const AttentionParams& w, TensorView x_NC,
                      TensorView h_NC, AttentionSaved& scratch, const PagedLayerCache& cache) const;
   // dresid_NC holds dL/dh on entry and dL/dx on return (the residual stream accumulates);
-  // parameter gradients += into g.
+  // parameter gradients += into g. The tensors `saved` lacks are recomputed into `discarded` first, by the
+  // forward's own kernels from the same inputs: the same bits.
   void backward(const LayerContext& ctx, const BatchShape& shape, const AttentionParams& w,
-                const AttentionParams& g, TensorView x_NC, const AttentionSaved& saved, AttentionScratch& scratch,
-                TensorView dresid_NC) const;
+                const AttentionParams& g, TensorView x_NC, const AttentionSaved& saved, AttentionSaved& discarded,
+                AttentionScratch& scratch, TensorView dresid_NC) const;
 
  private:
   struct Projected {
     TensorView q_NHD, k_NKD, v_NKD;  // after the q/k norms, before RoPE
   };
+  // The pre-norm of this rank's n rows x_NC, entering the column-parallel region: all N tokens' normed rows,
+  // in xn_NC (and this rank's statistics in rstd_N).
+  TensorView normed_input(const LayerContext& ctx, int64_t N, int64_t n, const AttentionParams& w, TensorView x_NC,
+                          TensorView xn_NC, TensorView rstd_N) const;
   // The pre-norm and the q/k/v projections (+ q/k norms) of N tokens from this rank's n rows x_NC,
-  // into `s`.
+  // into `s` (the norm's output and statistics into `d` where `s` has no room for them).
   Projected project_qkv(const LayerContext& ctx, int64_t N, int64_t n, const AttentionParams& w, TensorView x_NC,
-                        AttentionSaved& s) const;
+                        AttentionSaved& s, AttentionSaved& d) const;
+  // The attention kernel on q, k and v (rotated already with a batch-invariant registry), into attn and lse.
+  void core_attention(const LayerContext& ctx, const BatchShape& shape, TensorView q_NHD, TensorView k_NKD,
+                      TensorView v_NKD, TensorView attn_NHD, TensorView lse, PagedOrderScratch& paged_order) const;
   // Causal attention over the batch's documents, with RoPE at the tokens' positions.
   kernels::AttentionParams attention_params(const BatchShape& shape) const;
 

@@ -91,7 +91,31 @@ BatchShape CausalLm::batch_shape(const ModelInputs& in) const {
 
 void CausalLm::set_recompute(const RecomputePolicy& policy) {
   RF_CHECK(capacity_ == 0, "set_recompute after reserve: the activations are already sized");
+  RF_CHECK(!policy.distribute_saved_activations || (policy.full && !parallel_.sequence_parallel()),
+           "distribute_saved_activations needs full recompute and no sequence parallel");
+  recompute_policy_ = policy;
   recompute_ = recompute_groups(policy, int64_t(span_.hf_layers.size()));
+}
+
+void CausalLm::set_activation_offload(int64_t num_layers) {
+  RF_CHECK(num_layers >= 0 && num_layers <= int64_t(span_.hf_layers.size()),
+           "set_activation_offload: {} layers of a chunk of {}", num_layers, span_.hf_layers.size());
+  RF_CHECK(num_layers == 0 || (!recompute_policy_.full && !recompute_policy_.selective.any()),
+           "activation offload does not combine with recompute");
+  offloaded_layers_ = num_layers;
+}
+
+ActivationShape CausalLm::activation_shape() const {
+  return {.max_tokens = capacity_,
+          .tp_size = parallel_.tp().size(),
+          .sequence_parallel = parallel_.sequence_parallel(),
+          .vocab_columns = vocab_rows_,
+          .dtype = params_.dtype()};
+}
+
+int64_t CausalLm::local_capacity() const {
+  // A micro-batch's token count is a multiple of the TP size with SP (validate), so its n = N / tp rows fit.
+  return parallel_.sequence_parallel() ? capacity_ / parallel_.tp().size() : capacity_;
 }
 
 void CausalLm::reserve(int64_t N) {
@@ -99,6 +123,7 @@ void CausalLm::reserve(int64_t N) {
   const DType dtype = params_.dtype();
   const int64_t C = config_.hidden_size;
   capacity_ = N;
+  const int64_t n = local_capacity();
   last_forward_ = nullptr;
   own_ = Activations();  // made by the first forward that uses it
   const int64_t G = recompute_.largest();
@@ -107,15 +132,24 @@ void CausalLm::reserve(int64_t N) {
   recompute_scratch_.attention.resize(size_t(G));
   recompute_scratch_.mlp.resize(size_t(G));
   for (int64_t k = 0; k < G; ++k) {
-    if (k > 0) recompute_scratch_.residual[size_t(k)] = Tensor({N, C}, dtype, activations_account_);
-    recompute_scratch_.mid.emplace_back(Shape{N, C}, dtype, activations_account_);
+    if (k > 0) recompute_scratch_.residual[size_t(k)] = Tensor({n, C}, dtype, activations_account_);
+    recompute_scratch_.mid.emplace_back(Shape{n, C}, dtype, activations_account_);
     attention_.reserve(recompute_scratch_.attention[size_t(k)], N, dtype, activations_account_);
     mlp_.reserve(recompute_scratch_.mlp[size_t(k)], N, dtype, activations_account_);
+  }
+  group_inputs_ = {};
+  if (recompute_policy_.distribute_saved_activations && parallel_.tp().size() > 1)
+    for (Tensor& input : group_inputs_) input = Tensor({N, C}, dtype, activations_account_);
+  discarded_ = Discarded();
+  const SelectiveRecompute& discard = recompute_policy_.selective;
+  if (discard.any()) {
+    attention_.reserve(discarded_.attention, N, dtype, activations_account_, discard, SavedPart::discarded);
+    mlp_.reserve(discarded_.mlp, N, dtype, activations_account_, discard, SavedPart::discarded);
   }
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
-    dresid_NC_ = Tensor({N, C}, dtype, workspace_account_);
+    dresid_NC_ = Tensor({n, C}, dtype, workspace_account_);
   }
   if (parallel_.sequence_parallel()) {
     sp_full_NC_ = Tensor({N, C}, dtype, workspace_account_);
@@ -136,22 +170,40 @@ CausalLm::Activations CausalLm::make_activations() {
 CausalLm::Activations CausalLm::make_layer_activations() {
   RF_CHECK(capacity_ > 0, "make_layer_activations before reserve");
   const DType dtype = params_.dtype();
-  const int64_t N = capacity_, C = config_.hidden_size, L = int64_t(span_.hf_layers.size());
+  const int64_t N = capacity_, n = local_capacity(), C = config_.hidden_size, L = int64_t(span_.hf_layers.size());
   Activations a;
   a.attention.resize(size_t(L));
   a.mlp.resize(size_t(L));
   a.residual.resize(size_t(L + 1));
   a.mid.resize(size_t(L));
+  a.offloaded.resize(size_t(offloaded_layers_));
+  a.moving.resize(size_t(offloaded_layers_));
   // A recomputed layer keeps its input only as its group's first; the chunk's output is always kept.
+  // A distributed group input keeps this rank's 1/TP of its elements.
+  const int64_t tp = parallel_.tp().size();
+  const SelectiveRecompute& discard = recompute_policy_.selective;
   for (int64_t l = 0; l <= L; ++l) {
-    const auto* group = recompute_.group_of(l);
-    if (!group || group->first == l) a.residual[size_t(l)] = Tensor({N, C}, dtype, activations_account_);
-  }
-  for (int64_t l = 0; l < L; ++l) {
-    if (recompute_.recomputes(l)) continue;
-    a.mid[size_t(l)] = Tensor({N, C}, dtype, activations_account_);
-    attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_);
-    mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_);
+    const ResidualKept kept = residual_kept(recompute_, !group_inputs_[0].empty(), l);
+    if (kept == ResidualKept::tp_slice)
+      a.residual[size_t(l)] = Tensor({(n * C + tp - 1) / tp}, dtype, activations_account_);
+    else if (kept == ResidualKept::whole)
+      a.residual[size_t(l)] = Tensor({n, C}, dtype, activations_account_);
+    if (l == L || recompute_.recomputes(l)) continue;
+    a.mid[size_t(l)] = Tensor({n, C}, dtype, activations_account_);
+    attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_, discard);
+    mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_, discard);
+    if (size_t(l) >= a.offloaded.size()) continue;
+    // An offloaded layer's tensors rest on the host tier, empty (make_room brings them before its forward); each
+    // layer's go there before the next is allocated, so only one layer's are ever on the device here.
+    OffloadGroup& group = a.offloaded[size_t(l)];
+    const auto add = [&group](Tensor& t) {
+      if (!t.empty()) group.add(t);
+    };
+    add(a.residual[size_t(l)]);
+    add(a.mid[size_t(l)]);
+    a.attention[size_t(l)].for_each_tensor(add);
+    a.mlp[size_t(l)].for_each_tensor(add);
+    group.offload(OffloadContents::discard);
   }
   return a;
 }
@@ -183,6 +235,8 @@ void CausalLm::set_activations_resident(bool resident) {
   own_.for_each_tensor(apply);
   own_.forward_done = false;
   recompute_scratch_.for_each_tensor(apply);
+  discarded_.attention.for_each_tensor(apply);
+  discarded_.mlp.for_each_tensor(apply);
   head_scratch_.for_each_tensor(apply);
   value_scratch_.for_each_tensor(apply);
   attention_scratch_.for_each_tensor(apply);
@@ -231,8 +285,25 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
   backward(grads, linear_weight_grads, own_);
 }
 
-ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Activations& a) {
+void CausalLm::settle(Activations& a, size_t l) {
+  if (a.moving[l].valid()) a.moving[l].get();
+}
+
+void CausalLm::prefetch(Activations& a, size_t l) {
+  settle(a, l);
+  a.moving[l] = std::async(std::launch::async, [&group = a.offloaded[l]] { group.onload(); });
+}
+
+void CausalLm::make_room(Activations& a, size_t l) {
+  settle(a, l);
+  // Dropped after its backward, so empty; only a forward whose backward never ran left a copy, which this forward
+  // overwrites.
+  a.offloaded[l].onload();
+}
+
+ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Activations& a, SavedFor saved_for) {
   validate(in);
+  RF_CHECK(a.offloaded.size() == size_t(offloaded_layers_), "forward: activations made for another offload");
   const bool head_saved = config_.head == HeadKind::lm ? !a.head.xf_NC.empty() : !a.value.xf_NC.empty();
   RF_CHECK(a.residual.size() == span_.hf_layers.size() + 1 && head_saved == span_.post_process,
            "forward: activations made for another shape of model chunk");
@@ -246,23 +317,31 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   auto params_needed = [&](int64_t layer) {
     if (params_needed_hook_) params_needed_hook_(layer);
   };
+  if (!a.offloaded.empty()) make_room(a, 0);
+  const TensorView input_NC = rows(residual_entry(a, 0), n);
   if (!span_.pre_process) {
-    copy_convert(in.hidden_NC, rows(a.residual[0], n));
+    copy_convert(in.hidden_NC, input_NC);
   } else {
     params_needed(-1);
     // Vocab-parallel embedding: each rank fills the rows of the tokens it holds, the TP sum the rest
     // (reduce-scattered into this rank's rows with SP).
     if (parallel_.sequence_parallel()) {
       kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(sp_full_NC_, N));
-      dist::SpScatter::forward(parallel_.tp(), rows(sp_full_NC_, N), rows(a.residual[0], n));
+      dist::SpScatter::forward(parallel_.tp(), rows(sp_full_NC_, N), input_NC);
     } else {
-      kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, rows(a.residual[0], N));
-      dist::TpReduce::forward(parallel_.tp(), rows(a.residual[0], N));
+      kernels_.embedding_forward({vocab_start_}, in.tokens_N, embed_w_VC_, input_NC);
+      dist::TpReduce::forward(parallel_.tp(), input_NC);
     }
   }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
     params_needed(span_.hf_layers[i]);
+    if (distributes_input(i)) keep_input_slice(a, i, n);
+    if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
+    // Copied out at once (the next layer's forward would compete for the same cores), or dropped when no backward
+    // reads it.
+    if (i < a.offloaded.size())
+      a.offloaded[i].offload(saved_for == SavedFor::backward ? OffloadContents::keep : OffloadContents::discard);
   }
   a.forward_done = true;
   last_forward_ = &a;
@@ -327,16 +406,24 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
     grads_ready(config_.num_hidden_layers);
   }
   for (size_t i = layer_weights_.size(); i-- > 0;) {
+    // An offloaded layer's tensors are back before its backward, the layer below's on their way meanwhile.
+    if (i < a.offloaded.size()) {
+      if (i + 1 == a.offloaded.size()) prefetch(a, i);
+      settle(a, i);
+      if (i > 0) prefetch(a, i - 1);
+    }
     // A recomputed group's last layer: its forward runs again from the group's saved input first.
     if (const auto* group = recompute_.group_of(int64_t(i)); group && group->second == int64_t(i) + 1) {
+      if (distributes_input(size_t(group->first))) gather_input_slices(a, size_t(group->first), n);
       const LayerContext forward_ctx = context();
       for (int64_t l = group->first; l < group->second; ++l) layer_forward(forward_ctx, shape, a, size_t(l));
     }
     const LayerSlots s = layer_slots(a, i);
-    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, mlp_scratch_,
-                  dresid_NC);
+    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, discarded_.mlp,
+                  mlp_scratch_, dresid_NC);
     attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(s.input, n),
-                        s.attention, attention_scratch_, dresid_NC);
+                        s.attention, discarded_.attention, attention_scratch_, dresid_NC);
+    if (i < a.offloaded.size()) a.offloaded[i].offload(OffloadContents::discard);  // read for the last time
     grads_ready(span_.hf_layers[i]);
   }
   last_backward_tokens_ = n;
@@ -351,20 +438,60 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
   grads_ready(-1);
 }
 
+bool CausalLm::distributes_input(size_t l) const {
+  return residual_kept(recompute_, !group_inputs_[0].empty(), int64_t(l)) == ResidualKept::tp_slice;
+}
+
+TensorView CausalLm::residual_entry(Activations& a, size_t l) {
+  const auto* group = recompute_.group_of(int64_t(l));
+  if (distributes_input(l)) return group_inputs_[size_t(group - recompute_.groups.data()) % 2];
+  if (!group || group->first == int64_t(l)) return a.residual[l];
+  return recompute_scratch_.residual[l - size_t(group->first)];
+}
+
 CausalLm::LayerSlots CausalLm::layer_slots(Activations& a, size_t i) {
   const auto* group = recompute_.group_of(int64_t(i));
-  if (!group) return {a.residual[i], a.mid[i], a.attention[i], a.mlp[i], a.residual[i + 1]};
+  if (!group) return {residual_entry(a, i), a.mid[i], a.attention[i], a.mlp[i], residual_entry(a, i + 1)};
   Activations& s = recompute_scratch_;
   const size_t k = i - size_t(group->first);
-  return {k == 0 ? a.residual[i] : s.residual[k], s.mid[k], s.attention[k], s.mlp[k],
-          int64_t(i) + 1 == group->second ? a.residual[i + 1] : s.residual[k + 1]};
+  return {residual_entry(a, i), s.mid[k], s.attention[k], s.mlp[k], residual_entry(a, i + 1)};
+}
+
+namespace {
+
+// Rank r's part of a distributed group input of `numel` elements: [begin, end) of the flattened rows.
+std::pair<int64_t, int64_t> input_slice(int64_t numel, int64_t rank, int64_t size) {
+  const int64_t chunk = (numel + size - 1) / size;
+  return {std::min(numel, rank * chunk), std::min(numel, (rank + 1) * chunk)};
+}
+
+}  // namespace
+
+void CausalLm::keep_input_slice(Activations& a, size_t l, int64_t n) {
+  const int64_t numel = n * config_.hidden_size;
+  const auto [begin, end] = input_slice(numel, parallel_.tp().rank(), parallel_.tp().size());
+  const TensorView whole = rows(residual_entry(a, l), n).reshape({numel});
+  copy_convert(whole.slice(0, begin, end - begin), a.residual[l].view().slice(0, 0, end - begin));
+}
+
+void CausalLm::gather_input_slices(Activations& a, size_t l, int64_t n) {
+  dist::ProcessGroup& tp = parallel_.tp();
+  const int64_t numel = n * config_.hidden_size;
+  std::vector<int64_t> counts;
+  for (int r = 0; r < tp.size(); ++r) {
+    const auto [begin, end] = input_slice(numel, r, tp.size());
+    counts.push_back(end - begin);
+  }
+  tp.all_gather_v(a.residual[l].view().slice(0, 0, counts[size_t(tp.rank())]),
+                  rows(residual_entry(a, l), n).reshape({numel}), counts);
 }
 
 void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, Activations& a, size_t i) {
   const int64_t n = shape.local_tokens;
   const LayerSlots s = layer_slots(a, i);
-  attention_.forward(ctx, shape, layer_weights_[i].attention, rows(s.input, n), rows(s.mid, n), s.attention);
-  mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp);
+  attention_.forward(ctx, shape, layer_weights_[i].attention, rows(s.input, n), rows(s.mid, n), s.attention,
+                     discarded_.attention);
+  mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp, discarded_.mlp);
 }
 
 int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }

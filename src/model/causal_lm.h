@@ -21,9 +21,12 @@
 // Legend: N tokens (B*T), C hidden, V vocab, L layers.
 #pragma once
 
+#include <array>
 #include <functional>
+#include <future>
 #include <vector>
 
+#include "core/offload.h"
 #include "model/attention_block.h"
 #include "model/lm_head.h"
 #include "model/mlp_block.h"
@@ -34,6 +37,15 @@
 #include "model/value_head.h"
 
 namespace rf::model {
+
+// The local shapes a chunk's activations are sized by (activation_plan.h).
+struct ActivationShape {
+  int64_t max_tokens = 0;  // N: a micro-batch's capacity (padded for sequence parallel)
+  int64_t tp_size = 1;
+  bool sequence_parallel = false;
+  int64_t vocab_columns = 0;  // an LM head's columns of the padded vocabulary on this TP rank
+  DType dtype = DType::f32;
+};
 
 // The part of the model a CausalLm runs. Noop layers (pipeline_split.h) are identities: they have no place here.
 struct ModelSpan {
@@ -71,6 +83,11 @@ class CausalLm {
     ValueHeadSaved value;
     ModelInputs inputs;  // of its forward
     bool forward_done = false;
+    // Activation offload (set_activation_offload): layer l's saved tensors (its input, mid and blocks' saves), for
+    // the first layers; each group on the host tier but around its layer's forward and backward, and its prefetch
+    // in flight.
+    std::vector<OffloadGroup> offloaded;
+    std::vector<std::future<void>> moving;
 
     template <class F>
     void for_each_tensor(F&& f) {
@@ -84,11 +101,24 @@ class CausalLm {
     int64_t bytes();  // what the tracker counts for them
   };
 
-  // Full activation recompute of this chunk's layers (recompute_policy.h); before reserve, which allocates
-  // the recomputed group's scratch (one group's activations, accounted to the tracker's activations). Then a
-  // micro-batch's Activations hold no tensors of a recomputed layer but its group's input.
+  // Activation recompute of this chunk's layers (recompute_policy.h); before reserve, which allocates the
+  // recomputed group's scratch (one group's activations) and the selectively discarded tensors' (one layer's),
+  // accounted to the tracker's activations. Then a micro-batch's Activations hold no tensors of a fully recomputed
+  // layer but its group's input, and none a saving layer discards.
   void set_recompute(const RecomputePolicy& policy);
   const RecomputeGroups& recompute() const { return recompute_; }
+  const RecomputePolicy& recompute_policy() const { return recompute_policy_; }
+  // The local shapes this chunk's activations are sized by (activation_plan.h), after reserve.
+  ActivationShape activation_shape() const;
+  // Megatron's activation offload (cpu_offloading, megatron.md §7.3) of this chunk's first `num_layers` layers: a
+  // micro-batch's saved tensors of such a layer are on the host tier (the tracker's host activations) but from just
+  // before the layer below's forward (which writes its input) to the end of its own, and from a prefetch during
+  // the layer above's backward (one layer ahead, on its own thread) to the end of its own backward: at most two
+  // offloaded layers are on the device tier at any time. The copy out runs after the layer's forward, not beside
+  // the next one (on a CPU both would compete for the same cores). Before make_activations; not with recompute
+  // (Megatron refuses the two together). The contents come back bit for bit: no result changes.
+  void set_activation_offload(int64_t num_layers);
+  int64_t offloaded_layers() const { return offloaded_layers_; }
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.
   void reserve(int64_t max_tokens);
@@ -110,7 +140,10 @@ class CausalLm {
   // `saved` (default: the model's own) holds what backward of the same `saved` reads; a later forward into it
   // overwrites it.
   ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy = EntropyOutput::compute);
-  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy, Activations& saved);
+  // A forward-only pass (SavedFor::nothing) offloads nothing: no backward reads what it saves.
+  enum class SavedFor : uint8_t { backward, nothing };
+  ModelOutputs forward(const ModelInputs& inputs, EntropyOutput entropy, Activations& saved,
+                       SavedFor saved_for = SavedFor::backward);
   // Adds dL/dparams into the GradBuffer, from the gradients of the outputs this model has
   // (model_inputs.h's OutputGrads: dlogp_N and dentropy_N unless empty for an LM, dvalues_N for a value
   // model; a gradient of an output the model does not have is an error). With linear_weight_grads =
@@ -166,13 +199,29 @@ class CausalLm {
   // Where layer i's forward reads its input and writes what it saves and its output: the micro-batch's
   // Activations, or for a recomputed layer the group's scratch (its group's input and output stay in `a`).
   struct LayerSlots {
-    Tensor& input;
-    Tensor& mid;
+    TensorView input, mid;
     AttentionSaved& attention;
     MlpSaved& mlp;
-    Tensor& output;
+    TensorView output;
   };
   LayerSlots layer_slots(Activations& a, size_t i);
+  // Where residual-stream entry l (a layer's input, or the chunk's output at l = L) lives while layers run: the
+  // micro-batch's own tensor, the recomputed group's scratch inside a group, or, for a group input distributed over
+  // TP, one of group_inputs_ (groups alternate between the two, so a group's recompute writing its output never
+  // overwrites its own input).
+  TensorView residual_entry(Activations& a, size_t l);
+  // distribute_saved_activations: the group input of layer l (its group's first) is distributed over TP.
+  bool distributes_input(size_t l) const;
+  // This rank's 1/TP of a distributed group input's first n rows, kept in (or restored from) the micro-batch's slice.
+  void keep_input_slice(Activations& a, size_t l, int64_t n);
+  void gather_input_slices(Activations& a, size_t l, int64_t n);
+  // Activation offload: waits for group l's prefetch in flight (rethrowing its error); starts one; brings group l
+  // to the device tier without its contents, for a layer about to write them.
+  static void settle(Activations& a, size_t l);
+  static void prefetch(Activations& a, size_t l);
+  static void make_room(Activations& a, size_t l);
+  // Rows of the residual stream a buffer holds: the capacity's, or with sequence parallel this rank's share.
+  int64_t local_capacity() const;
   void layer_forward(const LayerContext& ctx, const BatchShape& shape, Activations& a, size_t i);
 
   ModelConfig config_;
@@ -200,10 +249,19 @@ class CausalLm {
   ValueHeadParams value_weights_, value_grads_;
 
   int64_t capacity_ = 0;
+  int64_t offloaded_layers_ = 0;
   bool activations_resident_ = true;
   Activations own_;  // forward's and backward's when not given any
+  RecomputePolicy recompute_policy_;
   RecomputeGroups recompute_;
   Activations recompute_scratch_;  // one group's layers (residual[0] unused: the group's input is saved)
+  std::array<Tensor, 2> group_inputs_;  // distribute_saved_activations: whole group inputs, [capacity, C] each
+  // Selective recompute: the tensors saving layers discard, for the layer running forward or backward.
+  struct Discarded {
+    AttentionSaved attention;
+    MlpSaved mlp;
+  };
+  Discarded discarded_;
   AttentionScratch attention_scratch_;
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;

@@ -49,7 +49,7 @@ TensorView CausalLm::forward_paged(const PagedBatch& batch, std::span<const Page
   const BatchShape shape{1, N, N, batch.positions_N, {}};
   for (size_t l = 0; l < layer_weights_.size(); ++l) {
     attention_.forward_paged(ctx, batch, layer_weights_[l].attention, x_NC, h_NC, s.attention, cache[l]);
-    mlp_.forward(ctx, shape, layer_weights_[l].mlp, h_NC, x_NC, s.mlp);  // x = h + mlp(h)
+    mlp_.forward(ctx, shape, layer_weights_[l].mlp, h_NC, x_NC, s.mlp, s.mlp);  // x = h + mlp(h)
   }
   if (R == 0) return TensorView();
 

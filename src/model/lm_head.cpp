@@ -17,15 +17,21 @@ template LmHeadParams LmHeadParams::bind<GradBuffer>(const GradBuffer&, const Mo
 LmHead::LmHead(const ModelConfig& c, int64_t vocab_columns, int64_t vocab_start)
     : eps_(c.rms_norm_eps), C_(c.hidden_size), V_(vocab_columns), vocab_start_(vocab_start), vocab_size_(c.vocab_size) {}
 
+std::vector<SavedTensorSpec<LmHeadSaved>> LmHead::saved_tensors(int64_t N, DType dtype) const {
+  const DType stat = stat_dtype_for(dtype);
+  using S = LmHeadSaved;
+  return {{"final norm output", &S::xf_NC, {N, C_}, dtype},
+          {"final norm rstd", &S::rstd_N, {N}, stat},
+          {"logits", &S::logits_NV, {N, V_}, dtype},
+          {"logp", &S::logp_N, {N}, stat},
+          {"entropy", &S::entropy_N, {N}, stat},
+          {"lse", &S::lse_N, {N}, stat}};
+}
+
 void LmHead::reserve(LmHeadSaved& s, LmHeadScratch& scratch, int64_t N, int64_t tp_size, DType dtype,
                      TensorAccount activations, TensorAccount workspace) const {
   const DType stat = stat_dtype_for(dtype);
-  s.xf_NC = Tensor({N, C_}, dtype, activations);
-  s.rstd_N = Tensor({N}, stat, activations);
-  s.logits_NV = Tensor({N, V_}, dtype, activations);
-  s.logp_N = Tensor({N}, stat, activations);
-  s.entropy_N = Tensor({N}, stat, activations);
-  s.lse_N = Tensor({N}, stat, activations);
+  allocate(saved_tensors(N, dtype), SavedPart::kept, s, activations);
   if (tp_size > 1) {
     s.stats_N4 = Tensor({N, kernels::kNumShardStats}, stat, workspace);
     s.stats_RN4 = Tensor({tp_size, N, kernels::kNumShardStats}, stat, workspace);

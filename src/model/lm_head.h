@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "model/layer_context.h"
 #include "model/model_config.h"
+#include "model/saved_tensors.h"
 
 namespace rf::model {
 
@@ -46,6 +47,8 @@ class LmHead {
   // vocab_columns and vocab_start: this rank's columns of the padded vocabulary.
   LmHead(const ModelConfig& config, int64_t vocab_columns, int64_t vocab_start);
 
+  // What forward keeps for backward (saved_tensors.h; the TP shard statistics, workspace, are not among them).
+  std::vector<SavedTensorSpec<LmHeadSaved>> saved_tensors(int64_t max_tokens, DType dtype) const;
   void reserve(LmHeadSaved& saved, LmHeadScratch& scratch, int64_t max_tokens, int64_t tp_size, DType dtype,
                TensorAccount activations, TensorAccount workspace) const;
 

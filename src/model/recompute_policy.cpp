@@ -31,11 +31,35 @@ RecomputeGroups recompute_groups(const RecomputePolicy& policy, int64_t num_laye
   return out;
 }
 
+ResidualKept residual_kept(const RecomputeGroups& groups, bool distributed, int64_t l) {
+  const auto* group = groups.group_of(l);
+  if (!group) return ResidualKept::whole;
+  if (group->first != l) return ResidualKept::none;
+  return distributed ? ResidualKept::tp_slice : ResidualKept::whole;
+}
+
+namespace {
+
+std::string describe(const SelectiveRecompute& modules) {
+  std::string names;
+  for (const auto& [on, name] : {std::pair{modules.core_attn, "core_attn"}, std::pair{modules.layernorm, "layernorm"},
+                                 std::pair{modules.activation, "activation"}, std::pair{modules.mlp, "mlp"}})
+    if (on) names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
+  return names;
+}
+
+}  // namespace
+
 std::string describe(const RecomputePolicy& policy) {
-  if (!policy.full) return "none";
-  if (policy.method == RecomputeMethod::uniform)
-    return fmt::format("full, uniform groups of {} layers", policy.num_layers);
-  return fmt::format("full, block: each of the first {} layers of a chunk", policy.num_layers);
+  std::string out;
+  if (policy.full)
+    out = policy.method == RecomputeMethod::uniform
+              ? fmt::format("full, uniform groups of {} layers", policy.num_layers)
+              : fmt::format("full, block: each of the first {} layers of a chunk", policy.num_layers);
+  if (policy.full && policy.distribute_saved_activations) out += ", group inputs distributed over TP";
+  if (policy.selective.any())
+    out += fmt::format("{}selective: {}", out.empty() ? "" : "; saving layers ", describe(policy.selective));
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace rf::model

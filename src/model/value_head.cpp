@@ -28,14 +28,18 @@ ValueHead::ValueHead(const ModelConfig& c) : eps_(c.rms_norm_eps), C_(c.hidden_s
                                               c.num_labels, head_name(c.head)));
 }
 
+std::vector<SavedTensorSpec<ValueHeadSaved>> ValueHead::saved_tensors(int64_t N, DType dtype) const {
+  using S = ValueHeadSaved;
+  return {{"final norm output", &S::xf_NC, {N, C_}, dtype},
+          {"final norm rstd", &S::rstd_N, {N}, stat_dtype_for(dtype)},
+          {"score projection", &S::out_N1, {N, 1}, dtype},
+          {"values", &S::values_N, {N}, stat_dtype_for(dtype)}};
+}
+
 void ValueHead::reserve(ValueHeadSaved& s, ValueHeadScratch& scratch, int64_t N, DType dtype,
                         TensorAccount activations, TensorAccount workspace) const {
-  const DType stat = stat_dtype_for(dtype);
-  s.xf_NC = Tensor({N, C_}, dtype, activations);
-  s.rstd_N = Tensor({N}, stat, activations);
-  s.out_N1 = Tensor({N, 1}, dtype, activations);
-  s.local_values_N = Tensor({N}, stat, workspace);
-  s.values_N = Tensor({N}, stat, activations);
+  allocate(saved_tensors(N, dtype), SavedPart::kept, s, activations);
+  s.local_values_N = Tensor({N}, stat_dtype_for(dtype), workspace);
   scratch.dout_N1 = Tensor({N, 1}, dtype, workspace);
   scratch.dxf_NC = Tensor({N, C_}, dtype, workspace);
 }

@@ -18,6 +18,7 @@
 #include "core/tensor.h"
 #include "model/layer_context.h"
 #include "model/model_config.h"
+#include "model/saved_tensors.h"
 
 namespace rf::model {
 
@@ -51,6 +52,8 @@ class ValueHead {
  public:
   explicit ValueHead(const ModelConfig& config);
 
+  // What forward keeps for backward (saved_tensors.h; this rank's values before the gather, workspace, are not).
+  std::vector<SavedTensorSpec<ValueHeadSaved>> saved_tensors(int64_t max_tokens, DType dtype) const;
   void reserve(ValueHeadSaved& saved, ValueHeadScratch& scratch, int64_t max_tokens, DType dtype,
                TensorAccount activations, TensorAccount workspace) const;
 

@@ -41,6 +41,7 @@ struct TrainerConfig {
   int num_threads = 0;              // OpenMP threads; 0: one per core
   ResumeMode resume_mode = ResumeMode::automatic;  // resume_path is RL's only
   std::optional<double> stop_at_val_acc;  // stop (with a checkpoint) at the first evaluation reaching it
+  std::optional<double> device_memory_budget_gb;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -55,6 +56,10 @@ struct TrainerConfig {
     f("stop_at_val_acc", stop_at_val_acc,
       "stop, with a checkpoint, at the first evaluation whose accuracy reaches this (null: run every step); "
       "builds a warm start of a given accuracy whatever the seed");
+    f("device_memory_budget_gb", device_memory_budget_gb,
+      "rlforge: the device tier's budget per rank in GiB, enforced by the memory tracker: an allocation that would "
+      "exceed it stops the run naming the category and sizes (null: no budget). On the CPU the device tier is RAM "
+      "like the host tier, so this is how a run shows it fits an accelerator of that size");
   }
   void validate() const;
 };

@@ -183,7 +183,8 @@ class SftTrainer : public Trainable {
         builder_(*tokens_.tokenizer, tokens_.special_ids,
                  data::SftPackingConfig{data_.max_length, data_.micro_batch_size_per_gpu * data_.max_length}),
         parallel_(engine::make_parallel_context(config.megatron, world)),
-        engine_(config.megatron, optim_config(config), model_config_, kernels_, parallel_, tracker_, capacity_),
+        engine_(config.megatron, optim_config(config), model_config_, kernels_, parallel_,
+                with_device_budget(tracker_, config.trainer.device_memory_budget_gb), capacity_),
         cursor_{data_.seed, 0, 0},
         peak_gflops_(kernels::measure_gemm_peak(engine_.compute_dtype()).best()) {
     if (!lead_) return;

@@ -120,7 +120,11 @@ std::vector<RowCase> with_megatron_key_cases(std::vector<RowCase> cases) {
   }
   // Megatron's activation recompute, for the roles that train.
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"recompute_granularity", "full"}, {"recompute_method", "block"}, {"recompute_num_layers", "2"}}) {
+           {"recompute_granularity", "full"},
+           {"recompute_method", "block"},
+           {"recompute_num_layers", "2"},
+           {"recompute_modules", "[core_attn, mlp]"},
+           {"distribute_saved_activations", "true"}}) {
     const std::string section = "{strategy_args: {strategy_config: {" + key + ": " + value + "}}}";
     cases.push_back({"actor_train.strategy_args.strategy_config." + key, "actor_train: " + section,
                      "actor_rollout_ref.actor.megatron." + key, value});

@@ -22,7 +22,8 @@ actor_rollout_ref:
   actor:
     megatron:
       pipeline_model_parallel_size: 4
-      override_transformer_config: {noop_layers: [30, 31], recompute_granularity: full, recompute_modules: [core_attn]}
+      override_transformer_config: {noop_layers: [30, 31], recompute_granularity: selective, recompute_modules: [mlp],
+                                    recompute_activation_function: true, apply_rope_fusion: true}
   ref:
     megatron: {override_transformer_config: {num_layers_in_first_pipeline_stage: 7}}
 critic:
@@ -34,10 +35,12 @@ reward_model:
 )", "test.yaml");
   move_transformer_config_keys(tree);
   EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.noop_layers"), "[30, 31]");
-  EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.recompute_granularity"), "full");
+  EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.recompute_granularity"), "selective");
+  EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.recompute_modules"), "[mlp]");
+  EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.recompute_activation_function"), "true");
   EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"), "4");
   // The section keeps what rlforge does not read (rl_config_policy.h checks it against verl's default).
-  EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.override_transformer_config"), "{recompute_modules: [core_attn]}");
+  EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.override_transformer_config"), "{apply_rope_fusion: true}");
   EXPECT_EQ(at(tree, "actor_rollout_ref.ref.megatron.num_layers_in_first_pipeline_stage"), "7");
   EXPECT_EQ(at(tree, "critic.megatron.account_for_embedding_in_pipeline_split"), "true");
   EXPECT_EQ(at(tree, "critic.megatron.account_for_loss_in_pipeline_split"), "true");
@@ -68,12 +71,14 @@ TEST(TransformerConfigKeys, OverridesOfEitherSpellingSetTheMegatronKey) {
   const std::vector<std::string> moved = move_transformer_config_overrides(
       {"+actor_rollout_ref.actor.megatron.override_transformer_config.noop_layers=[30, 31]",
        "critic.megatron.override_transformer_config.pipeline_model_parallel_layout=Et|tL",
-       "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_modules=[core_attn]",
+       "actor_rollout_ref.actor.megatron.override_transformer_config.apply_rope_fusion=true",
+       "critic.megatron.override_transformer_config.recompute_modules=[core_attn]",
        "critic.megatron.pipeline_model_parallel_layout=Et|tL", "trainer.total_training_steps=3"});
   EXPECT_EQ(moved, (std::vector<std::string>{
                        "++actor_rollout_ref.actor.megatron.noop_layers=[30, 31]",
                        "++critic.megatron.pipeline_model_parallel_layout=Et|tL",
-                       "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_modules=[core_attn]",
+                       "actor_rollout_ref.actor.megatron.override_transformer_config.apply_rope_fusion=true",
+                       "++critic.megatron.recompute_modules=[core_attn]",
                        "critic.megatron.pipeline_model_parallel_layout=Et|tL", "trainer.total_training_steps=3"}));
   // The same key in both spellings: the same value (as YAML) is one setting, another value an error.
   EXPECT_NO_THROW(move_transformer_config_overrides({"reward_model.megatron.noop_layers=[1,2]",

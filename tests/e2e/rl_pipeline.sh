@@ -3,7 +3,8 @@
 #  GRPO with the actor and the reference at PP 2 on two ranks (the rollout's two replicas are the pipeline's
 #  stages, MEGATRON_PP_AS_DP_PROTO, each with the whole weights gathered from both stages),
 #  GRPO with the actor at PP 2 and full activation recompute (verl's override_transformer_config spelling): bit for
-#  bit the PP 2 run,
+#  bit the PP 2 run; in one process with selective recompute (core_attn, layernorm, MindSpeed's activation
+#  function): bit for bit the one-process run,
 #  GRPO with the actor at PP 2 x TP 2 on four ranks,
 #  PPO with the actor and the critic at PP 2 on two ranks,
 # each gives the one-process run: the same responses, scores and validation exactly, and losses, gradient norms,
@@ -34,15 +35,25 @@ quiet timeout 300 "$RLFORGE" --nproc 2 "${grpo[@]}" "${actor_pp2[@]}" trainer.de
   +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform \
   +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1
 grep -q "activation recompute: full, uniform groups of 1 layers" "$SCRATCH/last.log" || fail "no recompute logged"
-python3 - "$SCRATCH/grpo_pp2/metrics.jsonl" "$SCRATCH/grpo_pp2_recompute/metrics.jsonl" <<'PY'
+# same_bits <a.jsonl> <b.jsonl> <what>: the runs' losses, grad norms, scores and entropies are equal bit for bit.
+same_bits() {
+  python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
-rows = [[json.loads(line) for line in open(path)] for path in sys.argv[1:]]
+rows = [[json.loads(line) for line in open(path)] for path in sys.argv[1:3]]
 keys = ["actor/pg_loss", "actor/grad_norm", "critic/score/mean", "actor/entropy"]
 for a, b in zip(*rows):
     for k in keys:
         assert a.get(k) == b.get(k), f"step {a['step']} {k}: {a.get(k)} != {b.get(k)} with recompute"
-print(f"ok: GRPO actor PP 2 with full recompute = without, bit for bit ({len(rows[0])} rows)")
+print(f"ok: {sys.argv[3]} = without, bit for bit ({len(rows[0])} rows)")
 PY
+}
+same_bits "$SCRATCH/grpo_pp2/metrics.jsonl" "$SCRATCH/grpo_pp2_recompute/metrics.jsonl" "GRPO actor PP 2 with full recompute"
+quiet timeout 300 "$RLFORGE" "${grpo[@]}" trainer.num_threads=1 trainer.default_local_dir="$SCRATCH/grpo_selective" \
+  +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=selective \
+  '+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_modules=[core_attn,layernorm]' \
+  +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_activation_function=true
+grep -q "activation recompute: selective: core_attn, layernorm, activation" "$SCRATCH/last.log" || fail "no selective recompute logged"
+same_bits "$SCRATCH/grpo_one/metrics.jsonl" "$SCRATCH/grpo_selective/metrics.jsonl" "GRPO with selective recompute"
 quiet timeout 300 "$RLFORGE" --nproc 4 "${grpo[@]}" "${actor_pp2[@]}" actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
   trainer.default_local_dir="$SCRATCH/grpo_pp2_tp2"
 python3 tests/e2e/same_run.py "$SCRATCH/grpo_one/metrics.jsonl" "$SCRATCH/grpo_pp2_tp2/metrics.jsonl" 3 \

@@ -107,8 +107,22 @@ recompute_granularity is full" +actor_rollout_ref.actor.megatron.override_transf
   +actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform
 refused recompute_layers_without_full "critic.megatron.recompute_num_layers: is set but recompute_granularity is not \
 full" algorithm.adv_estimator=gae critic.megatron.recompute_num_layers=2
-refused recompute_selective "actor_rollout_ref.actor.megatron.recompute_granularity: selective: not built yet" \
-  actor_rollout_ref.actor.megatron.recompute_granularity=selective
+refused recompute_selective_with_layers "actor_rollout_ref.actor.megatron.recompute_num_layers: is set but \
+recompute_granularity is not full" actor_rollout_ref.actor.megatron.recompute_granularity=selective \
+  actor_rollout_ref.actor.megatron.recompute_num_layers=2
+refused recompute_moe_act "actor_rollout_ref.actor.megatron.recompute_modules: moe_act: recomputes part of MoE layers" \
+  actor_rollout_ref.actor.megatron.recompute_granularity=selective 'actor_rollout_ref.actor.megatron.recompute_modules=[core_attn,moe_act]'
+refused recompute_modules_without_selective "actor_rollout_ref.actor.megatron.recompute_modules: is set but \
+recompute_granularity is not selective" '+actor_rollout_ref.actor.megatron.override_transformer_config.recompute_modules=[mlp]'
+refused offload_with_pp "actor_rollout_ref.actor.megatron.cpu_offloading: true with pipeline_model_parallel_size > 1" \
+  actor_rollout_ref.actor.megatron.cpu_offloading=true actor_rollout_ref.actor.megatron.cpu_offloading_num_layers=1 \
+  actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2
+refused offload_weights "critic.megatron.cpu_offloading_weights: true: offloading the weights during the forward is \
+not built" algorithm.adv_estimator=gae critic.megatron.cpu_offloading_weights=true
+refused distribute_with_sp "actor_rollout_ref.actor.megatron.distribute_saved_activations: true with sequence_parallel" \
+  actor_rollout_ref.actor.megatron.recompute_granularity=full actor_rollout_ref.actor.megatron.recompute_method=uniform \
+  actor_rollout_ref.actor.megatron.recompute_num_layers=1 actor_rollout_ref.actor.megatron.sequence_parallel=true \
+  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 actor_rollout_ref.actor.megatron.distribute_saved_activations=true
 
 # A verl config that keeps verl's keys rlforge lacks at their defaults loads: each is named in a warning
 # and left out of the resolved config, and `--check-config` exits 0 before any work. Some come in the

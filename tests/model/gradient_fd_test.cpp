@@ -1,7 +1,8 @@
 // Every coordinate of every parameter of micro models (each architecture, tied and untied, GQA)
 // against finite differences of the f64 `ref` forward, through both outputs (log-prob and
 // entropy), at temperature != 1, over two packed documents; and through layers whose forward is recomputed in
-// backward (full recompute, uniform and block).
+// backward (full recompute, uniform and block) or whose discarded tensors are (selective recompute of every module,
+// on the training attention and on the batch-invariant one).
 #include <gtest/gtest.h>
 
 #include "model_fixture.h"
@@ -9,6 +10,9 @@
 
 namespace rf::model {
 namespace {
+
+// Every tensor selective recompute can discard (mlp covers the activation function's).
+constexpr SelectiveRecompute kDiscardAll{.core_attn = true, .layernorm = true, .activation = true, .mlp = true};
 
 struct MicroCase {
   Arch arch;
@@ -47,12 +51,15 @@ INSTANTIATE_TEST_SUITE_P(Archs, MicroModelGradients,
                                            MicroCase{Arch::llama, true, true}, MicroCase{Arch::qwen3, false, true},
                                            MicroCase{Arch::qwen2, false, false, {.full = true, .num_layers = 2}},
                                            MicroCase{Arch::qwen3, true, false,
-                                                     {.full = true, .method = RecomputeMethod::block, .num_layers = 1}}),
+                                                     {.full = true, .method = RecomputeMethod::block, .num_layers = 1}},
+                                           MicroCase{Arch::qwen3, false, false, {.selective = kDiscardAll}},
+                                           MicroCase{Arch::llama, false, true, {.selective = kDiscardAll}}),
                          [](const auto& info) {
                            const RecomputePolicy& r = info.param.recompute;
                            return arch_name(info.param.arch) + (info.param.tied ? "_tied" : "_untied") +
                                   (info.param.batch_invariant ? "_batch_invariant" : "") +
-                                  (!r.full ? ""
+                                  (r.selective.any() ? "_recompute_selective"
+                                   : !r.full         ? ""
                                    : r.method == RecomputeMethod::uniform ? "_recompute_uniform"
                                                                           : "_recompute_block");
                          });

@@ -10,12 +10,12 @@
 namespace rf::model::testing {
 
 ModelUnderTest::ModelUnderTest(const ModelConfig& c, DType dtype, const kernels::KernelRegistry& kernels,
-                               int64_t max_tokens, const RecomputePolicy& recompute)
+                               int64_t max_tokens, const RecomputePolicy& recompute, MemoryTracker* tracker)
     : config(c),
       parallel(dist::ParallelContext::single_process()),
       params(ParamLayout::for_model(c), dtype),
       grads(ParamLayout::for_model(c), grad_dtype_for(dtype)),
-      model(c, params, &grads, kernels, parallel) {
+      model(c, params, &grads, kernels, parallel, tracker) {
   model.set_recompute(recompute);
   model.reserve(max_tokens);
 }

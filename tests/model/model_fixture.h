@@ -17,7 +17,7 @@ namespace rf::model::testing {
 // A model with its own weights, gradients and parallel context.
 struct ModelUnderTest {
   ModelUnderTest(const ModelConfig& config, DType dtype, const kernels::KernelRegistry& kernels,
-                 int64_t max_tokens, const RecomputePolicy& recompute = {});
+                 int64_t max_tokens, const RecomputePolicy& recompute = {}, MemoryTracker* tracker = nullptr);
   ModelConfig config;
   dist::ParallelContext parallel;
   ParamStore params;

@@ -467,11 +467,16 @@ struct RlTrainerConfig {  // trainer
 
 struct ResourcesConfig {  // resources (DESIGN §9)
   double device_memory_gb = 4.0;
+  bool enforce_device_memory = false;
 
   template <class Fields>
   void fields(Fields& f) {
     f("device_memory_gb", device_memory_gb,
       "rlforge: the device tier's budget per rank in GiB (the KV cache takes gpu_memory_utilization of it)");
+    f("enforce_device_memory", enforce_device_memory,
+      "rlforge: the memory tracker enforces device_memory_gb: an allocation on the device tier that would exceed it "
+      "stops the run naming the category and sizes (false: it only sizes the KV cache). On the CPU the device tier "
+      "is RAM like the host tier, so this is how a run shows it fits an accelerator of that size");
   }
 };
 

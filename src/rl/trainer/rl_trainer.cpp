@@ -22,6 +22,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "core/log.h"
+#include "core/memory_budget.h"
 #include "core/stopwatch.h"
 #include "core/thread_pool.h"
 #include "data/data_cursor.h"
@@ -312,7 +313,11 @@ struct RlTrainer::State {
         resolved_yaml(resolved_yaml),
         run_folder(c.run_dir(), lead),
         run_dir(run_folder.dir()),
-        roles(c, folder.config, w, tracker, role_placement(c, w.size())),
+        roles(c, folder.config, w,
+              with_device_budget(tracker, c.resources.enforce_device_memory
+                                              ? std::make_optional(c.resources.device_memory_gb)
+                                              : std::nullopt),
+              role_placement(c, w.size())),
         critic_folder(c.uses_critic() ? std::make_optional(critic_hf_folder(c)) : std::nullopt),
         reward_model_folder(c.reward_model.enable
                                 ? std::make_optional(model::HfModelFolder::open(*c.reward_model.model.path))
