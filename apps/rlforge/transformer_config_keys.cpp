@@ -15,15 +15,17 @@ namespace rf::apps {
 namespace {
 
 // The roles with a megatron block, and the keys override_transformer_config may carry for it: Megatron's layer
-// split and interleaving group (verl.md §3.6), MindSpeed's noop layers, and Megatron's activation recompute.
+// split and interleaving group (verl.md §3.6), MindSpeed's noop layers, Megatron's activation recompute, and
+// MindSpeed's optimizer-memory features.
 constexpr std::array<std::string_view, 4> kRoles = {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic",
                                                     "reward_model"};
-constexpr std::array<std::string_view, 10> kKeys = {
+constexpr std::array<std::string_view, 12> kKeys = {
     "num_layers_in_first_pipeline_stage",      "num_layers_in_last_pipeline_stage",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "pipeline_model_parallel_layout",          "microbatch_group_size_per_vp_stage",
     "noop_layers",                             "recompute_granularity",
-    "recompute_method",                        "recompute_num_layers"};
+    "recompute_method",                        "recompute_num_layers",
+    "swap_optimizer",                          "reuse_fp32_param"};
 constexpr std::string_view kSection = ".megatron.override_transformer_config.";
 
 std::string megatron_key(std::string_view role, std::string_view key) {

@@ -78,6 +78,10 @@ void EngineConfig::validate() const {
     throw ConfigError("overlap_param_gather",
                       "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
   validate_recompute(*this);
+  if (reuse_fp32_param && compute_dtype() != DType::bf16)
+    throw ConfigError("reuse_fp32_param",
+                      fmt::format("true needs dtype: bfloat16 (it keeps the f32 masters as the bf16 compute weights "
+                                  "plus a remainder; with {} there is no bf16 copy to reuse)", dtype));
   compute_dtype();
 }
 
