@@ -6,16 +6,21 @@
 //                                    [--steps N] [--threads N] [--distributed-optimizer 0|1] [--overlap 0|1]
 //                                    [--recompute none|uniform|block|selective] [--recompute-layers N]
 //                                    [--recompute-modules core_attn,layernorm,mlp,activation]
+//                                    [--dtype float32|bfloat16] [--swap-optimizer 0|1] [--reuse-fp32-param 0|1]
+//                                    [--bucket-size N]
 // The global batch is B rows of T random tokens (train_step_setup.h); DP rank r runs rows
 // [r B/DP, (r+1) B/DP) as M micro-batches of equal rows (default 1), the TP and PP ranks of a DP rank the same rows. A step is
-// forward_backward, reduce_gradients, optimizer_step and lr_step, f32. reduce_gradients is timed on its
-// own: it is the gradient communication left exposed after the last backward (waiting for the DP
+// forward_backward, reduce_gradients, optimizer_step and lr_step, f32 unless --dtype says bfloat16. reduce_gradients
+// is timed on its own: it is the gradient communication left exposed after the last backward (waiting for the DP
 // buckets, all of them without --overlap, and the TP sums). Every time is the slowest rank's; after
 // kWarmupSteps steps, `--steps` steps are timed and the medians reported.
 // Output (rank 0): one `step <i> ...` line per timed step, then
 //   parallel_train_step config=<c> world=<w> tp=<t> dp=<d> threads=<n> distributed_optimizer=<0|1>
 //     overlap=<0|1> global_tokens=<B*T> step_ms=<median> tok_s=<r> fb_ms=<m> exposed_comm_ms=<m>
-//     exposed_pct=<100 exposed/step> optimizer_ms=<m>
+//     exposed_pct=<100 exposed/step> optimizer_ms=<m> device_peak_fb_mib=<m> device_peak_step_mib=<m>
+// the device peaks being the tracker's during the last step's forward_backward and its optimizer_step (rank 0): what
+// --swap-optimizer and --reuse-fp32-param lower. --bucket-size is megatron.bucket_size (default 4M elements): the
+// overlapped gradient buckets and the slices of those two's optimizer step.
 // With --pp > 1 each step also replays the schedule in the pipeline simulator with the step's measured per-chunk
 // forward and backward times (each stage's mean per micro-batch, free p2p) and reports, medians over the steps:
 //   pipeline bubble_measured=<b> bubble_simulated=<b> schedule_ms=<m> simulated_ms=<m>
@@ -53,6 +58,10 @@ struct Options {
   std::string recompute = "none";  // full recompute's method, selective, or none
   int recompute_layers = 1;
   std::string recompute_modules = "core_attn";  // with selective; `activation` is MindSpeed's activation function
+  std::string dtype = "float32";
+  bool swap_optimizer = false;
+  bool reuse_fp32_param = false;
+  int bucket_size = 4'000'000;  // elements; ~ a layer and a half (large)
 };
 
 int parse_count(const std::string& flag, const char* value) {
@@ -95,10 +104,18 @@ Options parse_options(int argc, char** argv) {
       o.recompute_modules = value;
     } else if (flag == "--recompute-layers") {
       o.recompute_layers = std::max(1, parse_count(flag, value));
+    } else if (flag == "--dtype") {
+      o.dtype = value;
+    } else if (flag == "--swap-optimizer") {
+      o.swap_optimizer = parse_count(flag, value) != 0;
+    } else if (flag == "--reuse-fp32-param") {
+      o.reuse_fp32_param = parse_count(flag, value) != 0;
+    } else if (flag == "--bucket-size") {
+      o.bucket_size = std::max(1, parse_count(flag, value));
     } else {
       throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --pp, --vpp, --micro-batches, --steps, "
                                   "--threads, --distributed-optimizer, --overlap, --recompute, --recompute-layers, "
-                                  "--recompute-modules)");
+                                  "--recompute-modules, --dtype, --swap-optimizer, --reuse-fp32-param, --bucket-size)");
     }
   }
   return o;
@@ -173,13 +190,16 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   const int64_t rows_per_micro_batch = rows / options.micro_batches;
 
   rf::engine::EngineConfig engine_config;
-  engine_config.dtype = "float32";
+  engine_config.dtype = options.dtype;
   engine_config.tensor_model_parallel_size = options.tp;
   engine_config.pipeline_model_parallel_size = options.pp;
   if (options.vpp > 1) engine_config.pipeline_split.virtual_pipeline_model_parallel_size = options.vpp;
   engine_config.use_distributed_optimizer = options.distributed_optimizer && dp > 1;
   engine_config.overlap_grad_reduce = options.overlap && dp > 1;
-  if (engine_config.overlap_grad_reduce) engine_config.bucket_size = 4'000'000;  // ~ a layer and a half (large)
+  engine_config.swap_optimizer = options.swap_optimizer;
+  engine_config.reuse_fp32_param = options.reuse_fp32_param;
+  if (engine_config.overlap_grad_reduce || options.swap_optimizer || options.reuse_fp32_param)
+    engine_config.bucket_size = options.bucket_size;
   if (options.recompute == "selective") {
     engine_config.recompute_granularity = rf::engine::RecomputeGranularity::selective;
     std::vector<rf::engine::RecomputeModule> modules;
@@ -220,15 +240,21 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
         rf::bench::random_rows(shape, parallel.dp().rank() * rows + m * rows_per_micro_batch, rows_per_micro_batch));
   std::vector<double> step_s, fb_s, exposed_s, optimizer_s, bubble_measured, bubble_simulated, schedule_s,
       simulated_s;
+  int64_t device_peak_fb = 0, device_peak_step = 0, activation_peak = 0;
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
     const rf::Stopwatch clock;
+    tracker.reset_peaks();
     const double loss =
         engine.forward_backward(micro_batches, rf::trainer::token_mean_nll, rf::engine::ForwardOnly::no).loss;
     const double fb_done = clock.seconds();
+    device_peak_fb = tracker.peak(rf::MemoryTier::device);
+    activation_peak = std::max(activation_peak, tracker.peak(rf::MemoryTier::device, rf::MemoryCategory::activations));
     engine.reduce_gradients();
     const double reduce_done = clock.seconds();
+    tracker.reset_peaks();
     engine.optimizer_step();
+    device_peak_step = tracker.peak(rf::MemoryTier::device);
     engine.lr_step();
     const double step_done = clock.seconds();
     auto slowest = [&](double seconds) { return world->all_reduce_scalar(seconds, rf::dist::ReduceOp::max); };
@@ -260,16 +286,19 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
     std::printf("parallel_train_step config=%s world=%d tp=%d pp=%d vpp=%d dp=%d micro_batches=%d threads=%d "
                 "distributed_optimizer=%d overlap=%d recompute=%s:%d:%s activation_peak_mib=%.2f planned_mib=%.2f "
                 "global_tokens=%ld step_ms=%.1f tok_s=%.1f fb_ms=%.1f exposed_comm_ms=%.1f exposed_pct=%.2f "
-                "optimizer_ms=%.1f\n",
+                "optimizer_ms=%.1f dtype=%s swap_optimizer=%d reuse_fp32_param=%d device_peak_fb_mib=%.2f "
+                "device_peak_step_mib=%.2f\n",
                 options.config.c_str(), world->size(), options.tp, options.pp, options.vpp, dp, options.micro_batches,
                 pool.num_threads(),
                 int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
                 options.recompute.c_str(), options.recompute_layers,
                 options.recompute == "selective" ? options.recompute_modules.c_str() : "-",
-                double(tracker.peak(rf::MemoryTier::device, rf::MemoryCategory::activations)) / (1 << 20),
+                double(activation_peak) / (1 << 20),
                 double(engine.planned_activation_peak(options.micro_batches)) / (1 << 20),
                 long(shape.B * shape.T), step * 1e3, double(shape.B * shape.T) / step, median(fb_s) * 1e3,
-                exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3);
+                exposed * 1e3, 100.0 * exposed / step, median(optimizer_s) * 1e3, options.dtype.c_str(),
+                int(options.swap_optimizer), int(options.reuse_fp32_param), double(device_peak_fb) / (1 << 20),
+                double(device_peak_step) / (1 << 20));
     if (options.pp > 1)
       std::printf("pipeline bubble_measured=%.4f bubble_simulated=%.4f schedule_ms=%.1f simulated_ms=%.1f\n",
                   median(bubble_measured), median(bubble_simulated), median(schedule_s) * 1e3,

@@ -42,9 +42,15 @@ void MemoryTracker::on_allocate(MemoryTier tier, MemoryCategory category, int64_
   int64_t now = 0;
   do {
     now = held + bytes;
-    RF_CHECK(limit == kNoBudget || now <= limit,
-             "out of {} memory: allocating {} of {} would hold {} of a {} budget", memory_tier_name(tier),
-             format_bytes(bytes), memory_category_name(category), format_bytes(now), format_bytes(limit));
+    // The user's budget, not a broken expectation: a plain Error saying what did not fit.
+    if (limit != kNoBudget && now > limit)
+      throw Error(fmt::format("[{}] out of {} memory: allocating {} of {} would hold {} of the {} {} budget{}",
+                              core::rank_label(), memory_tier_name(tier), format_bytes(bytes),
+                              memory_category_name(category), format_bytes(now), format_bytes(limit),
+                              memory_tier_name(tier), tier == MemoryTier::device
+                                                          ? " (trainer.device_memory_budget_gb in SFT, "
+                                                            "resources.device_memory_gb in RL)"
+                                                          : ""));
   } while (!total.current.compare_exchange_weak(held, now));
   raise_peak(total, now);
   Counter& counter = by_category_[size_t(tier)][size_t(category)];

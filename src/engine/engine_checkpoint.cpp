@@ -57,6 +57,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
            component, writer.num_writers(), parallel_.role().size());
   onload_for({.params = true, .optimizer = true});
   complete_param_gather(master_.layout().total_numel());
+  cache_master();
   const model::ParamLayout& layout = master_.layout();
   const std::string what = fmt::format("saving {} to {}/global_step_{}", component, writer.root_dir(), writer.step());
   refuse_non_finite(entry_parts(layout, master_.flat()), layout, "", parallel_.role(), what);
@@ -93,6 +94,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
 void TrainEngine::load_checkpoint(const checkpoint::CheckpointReader& reader, const std::string& component) {
   onload_for(OffloadSet::all());  // it writes every part (the gradients are zeroed)
   complete_param_gather(master_.layout().total_numel());  // nothing may land on the loaded weights later
+  cache_master();  // reuse_fp32_param: the weights of a refused checkpoint stay as they were
   const model::ParamLayout& layout = master_.layout();
   const auto params = param_shards(layout, master_.flat(), "", Held::all);
   const auto exp_avg = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", Held::all);

@@ -125,6 +125,10 @@ void EngineConfig::validate() const {
                       "true needs use_distributed_optimizer: true (it overlaps that optimizer's all-gather)");
   validate_recompute(*this);
   validate_offloading(*this);
+  if (reuse_fp32_param && compute_dtype() != DType::bf16)
+    throw ConfigError("reuse_fp32_param",
+                      fmt::format("true needs dtype: bfloat16 (it keeps the f32 masters as the bf16 compute weights "
+                                  "plus a remainder; with {} there is no bf16 copy to reuse)", dtype));
   compute_dtype();
 }
 

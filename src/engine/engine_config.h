@@ -8,6 +8,9 @@
 // recompute_granularity / recompute_method / recompute_num_layers / recompute_modules /
 // distribute_saved_activations are Megatron's activation recompute, recompute_activation_function and recompute_norm
 // MindSpeed's (model/recompute_policy.h; verl spells them under override_transformer_config as well).
+// swap_optimizer and reuse_fp32_param are MindSpeed's optimizer-memory features (--swap-optimizer,
+// --reuse-fp32-param; verl spells them under override_transformer_config): TrainEngine and AdamWOptimizer's
+// StatePlacement, optim/fp32_split.h.
 // check_for_nan_in_loss_and_grad is Megatron's key (on by default there too); nan_policy is rlforge's: what a
 // non-finite loss or gradient does, stop the run (Megatron's behaviour) or skip that optimizer step (what
 // Megatron does on its fp16 loss scaler's found_inf).
@@ -70,6 +73,8 @@ struct EngineConfig {
   bool grad_offload = false;
   bool optimizer_offload = false;
   bool release_activations = false;
+  bool swap_optimizer = false;
+  bool reuse_fp32_param = false;
   std::optional<RecomputeGranularity> recompute_granularity;  // null: every layer saves its activations
   std::optional<model::RecomputeMethod> recompute_method;
   std::optional<int64_t> recompute_num_layers;
@@ -106,7 +111,8 @@ struct EngineConfig {
       "all-gather the distributed optimizer's updated weights in the background, each bucket awaited by the next "
       "forward just before the layer that reads it (needs overlap_grad_reduce's buckets to overlap anything)");
     f("bucket_size", bucket_size,
-      "gradient bucket size in elements with overlap_grad_reduce (null: max(40M, 1M x DP)); one bucket without");
+      "gradient bucket size in elements with overlap_grad_reduce (null: max(40M, 1M x DP)); one bucket without. "
+      "Also the slice size of swap_optimizer and reuse_fp32_param's optimizer step");
     f("dtype", dtype, "compute dtype: bfloat16 (bf16 compute, f32 master weights) or float32");
     f("seed", seed, "seed of the weight initialisation");
     f("param_offload", param_offload, "offload weights between uses");
@@ -115,6 +121,15 @@ struct EngineConfig {
     f("release_activations", release_activations,
       "rlforge: give the activation buffers' memory back while the role is idle (PyTorch frees a pass's "
       "activations when it ends); they are taken again, zeroed, by the next pass (page faults: slower)");
+    f("swap_optimizer", swap_optimizer,
+      "MindSpeed's swap optimizer: the Adam moments (and, with bf16 compute, the f32 master weights) live on the "
+      "host tier during forward and backward and come to the device a slice of bucket_size elements (null: "
+      "max(40M, 1M x DP)) of this rank's shard at a time for the optimizer step, the next slice's copy overlapped "
+      "with the current one's update; bit-identical training");
+    f("reuse_fp32_param", reuse_fp32_param,
+      "MindSpeed's bf16 parameter-copy reuse (bfloat16 only): each f32 master weight is kept as its bf16 compute "
+      "weight plus a 16-bit remainder, 4 bytes per parameter instead of 6, joined back for the optimizer step a "
+      "slice at a time; bit-identical training");
     f("recompute_granularity", recompute_granularity,
       "Megatron's activation recompute, bit-identical gradients either way: full (a recomputed layer saves only its "
       "group's input and re-runs the group's forward in backward), selective (every layer discards what "

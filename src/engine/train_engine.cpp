@@ -30,6 +30,39 @@ std::optional<model::ParamStore> make_compute_copy(DType compute, const model::P
                                           TensorAccount{&tracker, MemoryTier::device, MemoryCategory::params});
 }
 
+// Where the optimizer's state lives (adamw_optimizer.h). swap_optimizer: the moments, and with bf16 compute the
+// f32 masters, which only the optimizer step, checkpoints and exports read, on the host tier (in f32 the masters
+// are the weights the model reads). reuse_fp32_param: the masters are the bf16 copy plus `split`'s remainders.
+// Either stages slices of the bucket size.
+optim::StatePlacement state_placement(const EngineConfig& config, const dist::ParallelContext& parallel,
+                                      optim::Fp32Split* split) {
+  if (!config.swap_optimizer && !config.reuse_fp32_param) return {};
+  optim::MasterHome masters = optim::MasterHome::device;
+  if (config.reuse_fp32_param)
+    masters = optim::MasterHome::split;
+  else if (config.compute_dtype() == DType::bf16)
+    masters = optim::MasterHome::host;
+  return {.moments_on_host = config.swap_optimizer,
+          .masters = masters,
+          .slice_numel = config.bucket_size.value_or(optim::default_bucket_size(parallel.dp().size())),
+          .split = split};
+}
+
+// The f32 master store: on the device tier unless the model does not read it (bf16 compute) and the step stages
+// it (swap_optimizer), or it is only a cache of the split masters (reuse_fp32_param), which readers see whole.
+MemoryTier master_tier(const EngineConfig& config) {
+  const bool off_device = config.reuse_fp32_param || (config.swap_optimizer && config.compute_dtype() == DType::bf16);
+  return off_device ? MemoryTier::host : MemoryTier::device;
+}
+
+// reuse_fp32_param: the masters' remainders (params), beside the bf16 copy on the device tier, or on the host tier
+// with swap_optimizer (only the step reads them).
+std::optional<optim::Fp32Split> make_fp32_split(const EngineConfig& config, int64_t numel, MemoryTracker& tracker) {
+  if (!config.reuse_fp32_param) return std::nullopt;
+  const MemoryTier tier = config.swap_optimizer ? MemoryTier::host : MemoryTier::device;
+  return std::optional<optim::Fp32Split>(std::in_place, numel, TensorAccount{&tracker, tier, MemoryCategory::params});
+}
+
 // This rank's place in its TP group, for the weights' layout.
 model::TensorParallelShard tp_shard_of(const EngineConfig& config, const dist::ParallelContext& parallel) {
   if (config.tensor_model_parallel_size != parallel.tp().size())
@@ -142,6 +175,9 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
   if (!config.check_for_nan_in_loss_and_grad && config.nan_policy != NanPolicy::error)
     core::log_warning("megatron.nan_policy: has no effect with check_for_nan_in_loss_and_grad: false (nothing is "
                       "checked)");
+  if (config.swap_optimizer && config.optimizer_offload)
+    core::log_warning("megatron.optimizer_offload: with swap_optimizer the Adam moments are on the host tier "
+                      "already: offloading the optimizer moves nothing");
   if (parallel.dp().size() == 1) {
     for (const auto& [key, on] : {std::pair{"use_distributed_optimizer", config.use_distributed_optimizer},
                                   std::pair{"overlap_grad_reduce", config.overlap_grad_reduce},
@@ -152,7 +188,7 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
   if (config.overlap_param_gather && !config.overlap_grad_reduce)
     core::log_warning("megatron.overlap_param_gather: with overlap_grad_reduce off the weights form one bucket, "
                       "which the forward needs first: nothing overlaps");
-  if (config.bucket_size && !config.overlap_grad_reduce)
+  if (config.bucket_size && !config.overlap_grad_reduce && !config.swap_optimizer && !config.reuse_fp32_param)
     core::log_warning(
         "megatron.bucket_size: has no effect without overlap_grad_reduce (the gradients reduce as one bucket)");
 }
@@ -177,6 +213,13 @@ model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineC
   estimate.params = params * (f32 + (compute == DType::f32 ? 0.0 : double(dtype_size(compute))));
   estimate.grads = params * f32;
   estimate.optimizer = 2.0 * params * f32 / double(config.use_distributed_optimizer ? dp_size : 1);
+  // The swap optimizer keeps the moments, and the bf16 run's masters, on the host tier; reuse_fp32_param keeps the
+  // masters as the bf16 copy plus a 16-bit remainder (on the host tier with swap).
+  if (config.swap_optimizer) estimate.optimizer = 0;
+  if (compute != DType::f32 && master_tier(config) == MemoryTier::host) {
+    const bool remainder_on_device = config.reuse_fp32_param && !config.swap_optimizer;
+    estimate.params = params * double(dtype_size(compute) + (remainder_on_device ? sizeof(int16_t) : 0));
+  }
   // What forward saves per token and layer (AttentionSaved, MlpSaved: the residual stream before and after
   // attention, both normed inputs, q, k, v, the attention output, gate, up and their product, the norms'
   // and softmax's statistics), the head-wise ones split over TP; a micro-batch padded for sequence parallel.
@@ -218,8 +261,9 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       master_(model::ParamLayout::for_stage(model_config, tp_shard_of(engine_config, parallel),
                                             stage_parts(pipeline_split_of(config_, model_config, parallel),
                                                         parallel.pp().rank())),
-              DType::f32, {&tracker, MemoryTier::device, MemoryCategory::params}),
+              DType::f32, {&tracker, master_tier(config_), MemoryCategory::params}),
       compute_copy_(make_compute_copy(compute_dtype_, master_.layout(), tracker)),
+      fp32_split_(make_fp32_split(config_, master_.layout().total_numel(), tracker)),
       grads_(master_.layout(), DType::f32,
              {&tracker, MemoryTier::device, MemoryCategory::grads}),
       grads_ready_offsets_(grads_ready_offsets(master_.layout(), model_config.num_hidden_layers)),
@@ -229,7 +273,7 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       param_gatherer_(bucket_plan_, shard_staging_, parallel.dp(), &tracker),
       split_(pipeline_split_of(config_, model_config, parallel)),
       optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, bucket_plan_, kernels, parallel,
-                 &tracker),
+                 &tracker, state_placement(config_, parallel, fp32_split_ ? &*fp32_split_ : nullptr)),
       scheduler_(optim_config),
       max_tokens_(padded_capacity(max_tokens_per_micro_batch, parallel)) {
   if (config_.sequence_parallel != parallel.sequence_parallel())
@@ -264,10 +308,16 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
     }
   }
   for (int64_t v = 0; v < num_chunks; ++v) release_saved(v, acquire_saved(v));
-  params_offload_.add(master_.storage());
+  // What the swap optimizer keeps on the host tier has nothing to offload; the masters' cache of
+  // reuse_fp32_param is dropped instead (release_master).
+  const optim::StatePlacement& placement = optimizer_.placement();
+  if (placement.masters == optim::MasterHome::device) params_offload_.add(master_.storage());
   if (compute_copy_) params_offload_.add(compute_copy_->storage());
+  if (fp32_split_ && !config_.swap_optimizer) params_offload_.add(fp32_split_->storage());
   grads_offload_.add(grads_.storage());
-  for (Tensor* state : optimizer_.state_tensors()) optimizer_offload_.add(*state);
+  if (!placement.moments_on_host)
+    for (Tensor* state : optimizer_.state_tensors()) optimizer_offload_.add(*state);
+  release_master();
   for (int64_t v = 0; v < num_chunks; ++v) {
     model::CausalLm& chunk = *chunks_[size_t(v)];
     if (config_.overlap_grad_reduce && parallel.dp().size() > 1)
@@ -298,7 +348,42 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
                                           split_.pp_size > 1 ? fmt::format("{} or more micro-batches", saturating)
                                                              : "one micro-batch"));
   }
+  if (parallel.role().rank() == 0 && placement.staged()) log_state_placement();
   warn_about_idle_keys(config_, parallel);
+}
+
+void TrainEngine::log_state_placement() {
+  const optim::StatePlacement& placement = optimizer_.placement();
+  const int64_t slice = std::min(placement.slice_numel, bucket_plan_.shard_numel());
+  if (config_.swap_optimizer) {
+    int64_t moments = 0;
+    for (Tensor* state : optimizer_.state_tensors()) moments += int64_t(state->allocated_bytes());
+    std::string masters;
+    if (placement.masters == optim::MasterHome::host)
+      masters = fmt::format(" and the f32 master weights ({})",
+                            format_bytes(int64_t(master_.storage().allocated_bytes())));
+    if (fp32_split_)
+      masters = fmt::format(" and the master weights' remainders ({})",
+                            format_bytes(int64_t(fp32_split_->storage().allocated_bytes())));
+    core::log_info("swap optimizer: the Adam moments of this rank's shard ({}){} on the host tier between steps, "
+                   "staged for the step in slices of {} elements",
+                   format_bytes(moments), masters, slice);
+  }
+  if (fp32_split_)
+    core::log_info("reuse_fp32_param: the f32 master weights kept as the bf16 weights plus 16-bit remainders ({}), "
+                   "saving the {} of a separate f32 copy; joined for the step in slices of {} elements",
+                   format_bytes(int64_t(fp32_split_->storage().allocated_bytes())),
+                   format_bytes(int64_t(master_.storage().allocated_bytes())), slice);
+}
+
+void TrainEngine::cache_master() const {
+  if (!fp32_split_ || master_storage_->resident()) return;
+  master_storage_->set_resident(true);
+  fp32_split_->join(compute_copy_->flat(), 0, master_.flat());
+}
+
+void TrainEngine::release_master() const {
+  if (fp32_split_) master_storage_->set_resident(false);
 }
 
 model::CausalLm& TrainEngine::model() {
@@ -395,6 +480,7 @@ void TrainEngine::offload(OffloadSet parts) {
   if (parts.params) {
     complete_param_gather(master_.layout().total_numel());  // its all-gather writes into the weights
     params_offload_.offload(OffloadContents::keep);
+    release_master();  // a cache: joined again when read
   }
   if (parts.grads) {
     if (grad_reducer_.started()) reduce_gradients();  // its collectives write into the gradients
@@ -438,23 +524,31 @@ OffloadSet TrainEngine::offloaded() const {
 void TrainEngine::export_weights(const WeightSink& sink) const {
   onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
+  cache_master();
   for_each_whole_weight(master_, model_config_, parallel_, sink);
 }
 
 void TrainEngine::complete_param_gather(int64_t end) const {
   if (!param_gatherer_.pending()) return;
   for (const auto& [start, numel] : param_gatherer_.complete_below(end))
-    if (compute_copy_)
-      copy_convert(master_.flat().slice(0, start, numel), compute_copy_->flat().slice(0, start, numel));
+    copy_to_compute_weights(start, numel);
 }
 
-void TrainEngine::sync_compute_weights() {
-  if (compute_copy_) copy_convert(master_.flat(), compute_copy_->flat());
+void TrainEngine::sync_compute_weights() { copy_to_compute_weights(0, master_.layout().total_numel()); }
+
+void TrainEngine::copy_to_compute_weights(int64_t start, int64_t numel) const {
+  if (!compute_copy_) return;
+  const TensorView master = master_.flat().slice(0, start, numel), copy = compute_copy_->flat().slice(0, start, numel);
+  if (fp32_split_)
+    fp32_split_->split(master, copy, start);
+  else
+    copy_convert(master, copy);
 }
 
 void TrainEngine::init_random_weights(uint64_t seed) {
   onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
+  cache_master();
   model::init_params(master_, model_config_, seed);
   sync_compute_weights();
 }
@@ -462,6 +556,7 @@ void TrainEngine::init_random_weights(uint64_t seed) {
 void TrainEngine::load_hf_weights(const std::string& model_dir) {
   onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
+  cache_master();
   model::load_hf_weights(master_, model_dir);
   sync_compute_weights();
 }
@@ -469,6 +564,7 @@ void TrainEngine::load_hf_weights(const std::string& model_dir) {
 void TrainEngine::load_hf_backbone(const std::string& model_dir, uint64_t seed) {
   onload_for({.params = true});
   complete_param_gather(master_.layout().total_numel());
+  cache_master();
   model::load_hf_backbone(master_, model_config_, model_dir, seed);
   sync_compute_weights();
 }
@@ -675,7 +771,9 @@ double TrainEngine::optimizer_step(std::string_view update) {
   const double grad_norm = optimizer_.grad_norm(grads_);
   last_step_skipped_ = config_.check_for_nan_in_loss_and_grad && !step_is_finite(grad_norm, update);
   if (!last_step_skipped_) {
+    release_master();  // reuse_fp32_param: the step updates the split masters, which the cache would not follow
     optimizer_.step(grads_, grad_norm, scheduler_.lr());
+    if (bucket_plan_.sharded()) cache_master();  // the all-gather's buffer
     if (bucket_plan_.sharded() && config_.overlap_param_gather) {
       param_gatherer_.start(master_.flat());  // completed by the next forward, or whoever reads the weights
     } else if (bucket_plan_.sharded()) {

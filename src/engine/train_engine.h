@@ -37,6 +37,15 @@
 // optimizer). So offloading changes where bytes are, never a result. OffloadSet::activations gives the
 // activation buffers' memory back (no copy: a pass's activations are dead once it ends); forward_backward
 // takes them again.
+//
+// Optimizer memory (MindSpeed's, issue #23): with swap_optimizer the Adam moments of this rank's shard, and with
+// bf16 compute the f32 masters (the whole store: only the step, checkpoints and exports read it), are allocated on
+// the host tier and staged to the device a slice at a time by the optimizer step (optim/adamw_optimizer.h's
+// StatePlacement); readers of the masters and moments read the host copies, which are always current. With
+// reuse_fp32_param (bf16 only) the masters are the bf16 copy plus a 16-bit remainder each (optim/fp32_split.h):
+// master_ is then a host-tier cache, joined on demand for the readers above (master_weights, export_weights,
+// checkpoints, the distributed optimizer's all-gather) and dropped before each step; the step joins a slice at a
+// time into its own staging buffer.
 #pragma once
 
 #include <functional>
@@ -204,6 +213,7 @@ class TrainEngine {
   const model::ParamStore& master_weights() const {
     onload_for({.params = true});
     complete_param_gather(master_.layout().total_numel());
+    cache_master();
     return master_;
   }
   // The weights the model reads (the bf16 copy, or the f32 masters in f32), onloaded and complete: what a
@@ -230,7 +240,15 @@ class TrainEngine {
   int64_t num_parameters() const { return master_.layout().num_parameters(); }
 
  private:
-  void sync_compute_weights();  // master -> bf16 copy after loading weights
+  void sync_compute_weights();  // master -> bf16 copy (and remainders) after loading weights
+  // Elements [start, start + numel) of the masters into the compute copy: rounded, or split (reuse_fp32_param).
+  void copy_to_compute_weights(int64_t start, int64_t numel) const;
+  void log_state_placement();  // swap_optimizer, reuse_fp32_param: where the state is, once at start-up
+  // reuse_fp32_param: the f32 masters joined into master_ (a host-tier cache) for a reader, or given back. The
+  // split masters are the truth; the cache goes before each step changes them. Logically const, as onload_for.
+  // Nothing to do otherwise.
+  void cache_master() const;
+  void release_master() const;
   // check_for_nan_in_loss_and_grad's decision for the step about to be applied (collective over the role):
   // true when every loss and the gradient are finite; otherwise nan_policy's error throws, skip_step
   // counts the step and returns false.
@@ -280,6 +298,9 @@ class TrainEngine {
   MemoryTracker& tracker_;
   model::ParamStore master_;
   std::optional<model::ParamStore> compute_copy_;  // bf16 weights the model reads
+  // reuse_fp32_param: the masters' remainders; mutable as the overlapped all-gather completes inside const accessors.
+  mutable std::optional<optim::Fp32Split> fp32_split_;
+  Tensor* master_storage_ = &master_.storage();    // for cache_master / release_master
   model::GradBuffer grads_;
   // From which GradBuffer offset up the gradients are final after each of CausalLm's grads-ready
   // reports, indexed by the report's `layer` + 1; also the buckets' boundaries.

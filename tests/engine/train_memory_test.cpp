@@ -1,6 +1,7 @@
 // TrainEngine's memory estimate (training_memory, train_engine.h): a lower bound of what the engine then
-// holds, for LM and value models, f32 and bf16, with and without the distributed optimizer's share; an
-// engine above its tracker's budget is refused by name before it allocates anything.
+// holds, for LM and value models, f32 and bf16, with and without the distributed optimizer's share, the swap
+// optimizer and bf16 parameter-copy reuse; an engine above its tracker's budget is refused by name before it
+// allocates anything.
 #include <gtest/gtest.h>
 
 #include "engine/train_engine.h"
@@ -15,19 +16,23 @@ using engine_testing::tiny_config;
 TEST(TrainMemory, IsALowerBoundOfWhatTheEngineHolds) {
   for (const char* dtype : {"float32", "bfloat16"})
     for (model::HeadKind head : {model::HeadKind::lm, model::HeadKind::value})
-      for (int64_t tokens : {int64_t(16), int64_t(512)}) {
-        EngineConfig config = engine_testing::f32_engine();
-        config.dtype = dtype;
-        const model::ModelConfig model_config = tiny_config(model::Arch::qwen3, head);
-        engine_testing::EngineEnv env;
-        const TrainEngine engine(config, adam(1e-3), model_config, env.kernels, env.parallel, env.tracker, tokens);
-        const model::MemoryEstimate estimate = training_memory(model_config, config, 1, 1, tokens);
-        SCOPED_TRACE(fmt::format("{} {} {} tokens: {}", dtype, model::head_name(head), tokens, estimate.describe()));
-        const double held = double(env.tracker.current(MemoryTier::device));
-        // The tracker counts tensors, not the layout's bookkeeping.
-        EXPECT_LE(estimate.total() - estimate.layout, held);
-        EXPECT_GT(estimate.total() - estimate.layout, 0.3 * held) << "a lower bound this loose refuses nothing";
-      }
+      for (int64_t tokens : {int64_t(16), int64_t(512)})
+        for (int memory_feature = 0; memory_feature < 3; ++memory_feature) {  // none, swap, swap + reuse (bf16)
+          EngineConfig config = engine_testing::f32_engine();
+          config.dtype = dtype;
+          config.swap_optimizer = memory_feature >= 1;
+          config.reuse_fp32_param = memory_feature == 2 && config.compute_dtype() == DType::bf16;
+          const model::ModelConfig model_config = tiny_config(model::Arch::qwen3, head);
+          engine_testing::EngineEnv env;
+          const TrainEngine engine(config, adam(1e-3), model_config, env.kernels, env.parallel, env.tracker, tokens);
+          const model::MemoryEstimate estimate = training_memory(model_config, config, 1, 1, tokens);
+          SCOPED_TRACE(fmt::format("{} {} {} tokens, swap {} reuse {}: {}", dtype, model::head_name(head), tokens,
+                                   config.swap_optimizer, config.reuse_fp32_param, estimate.describe()));
+          const double held = double(env.tracker.current(MemoryTier::device));
+          // The tracker counts tensors, not the layout's bookkeeping.
+          EXPECT_LE(estimate.total() - estimate.layout, held);
+          EXPECT_GT(estimate.total() - estimate.layout, 0.3 * held) << "a lower bound this loose refuses nothing";
+        }
   // The distributed optimizer keeps 1/DP of the moments; TP 1/TP of everything weight-sized.
   const model::ModelConfig c = tiny_config();
   EngineConfig config = engine_testing::f32_engine();
