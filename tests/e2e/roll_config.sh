@@ -45,11 +45,22 @@ quiet "$RLFORGE" sft --config examples/sft_arith3_warm_start.yaml trainer.defaul
   trainer.total_training_steps=1 trainer.test_freq=1 trainer.save_freq=1 data.val_size=16 trainer.num_threads=2 \
   "model.config={architectures: [Qwen3ForCausalLM], hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1,
    num_attention_heads: 2, num_key_value_heads: 1, head_dim: 16, tie_word_embeddings: false}"
+# actor_train asks for selective recompute in its strategy_config (Megatron's keys, as ROLL passes them): the
+# actor's engine prints the activation plan it runs, which must say so.
+sed 's|^      use_distributed_optimizer: false$|      use_distributed_optimizer: false\n      recompute_granularity: selective\n      recompute_modules: [core_attn, layernorm]|' \
+  "$roll" > "$SCRATCH/roll_recompute.yaml"
+[[ $(grep -c "recompute_modules: \[core_attn, layernorm\]" "$SCRATCH/roll_recompute.yaml") == 1 ]] ||
+  fail "the example's actor_train strategy_config moved: $(grep -n use_distributed_optimizer "$roll")"
 run_dir="$SCRATCH/run"
-quiet timeout 300 "$RLFORGE" train --config "$roll" actor_rollout_ref.model.path="$SCRATCH/sft/global_step_1/huggingface" \
+quiet timeout 300 "$RLFORGE" train --config "$SCRATCH/roll_recompute.yaml" \
+  actor_rollout_ref.model.path="$SCRATCH/sft/global_step_1/huggingface" \
   trainer.total_training_steps=3 trainer.test_freq=3 trainer.save_freq=3 trainer.time_budget_s=null \
   actor_rollout_ref.actor.optim.lr_warmup_steps=1 data.val_size=16 trainer.num_threads=2 trainer.default_local_dir="$run_dir"
 grep -q "ROLL keys with no effect" "$SCRATCH/last.log" && fail "the example has keys with no effect"
+grep -q "activation recompute: selective: core_attn, layernorm; activations of micro-batches" "$SCRATCH/last.log" ||
+  fail "actor_train's recompute keys did not reach the actor's activation plan"
+grep -A3 "activation recompute: selective" "$SCRATCH/last.log" | grep -q "recomputes attention norm output" ||
+  fail "the actor's activation plan does not recompute the norms: $(grep -A3 'activation recompute' "$SCRATCH/last.log")"
 [ -f "$run_dir/global_step_3/huggingface/model.safetensors" ] || fail "no checkpoint after 3 steps"
 python3 - "$run_dir/metrics.jsonl" <<'PY'
 import json, sys
