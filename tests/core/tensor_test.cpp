@@ -121,7 +121,7 @@ TEST(MemoryTracker, BudgetExceededThrowsAndLeavesCountersUnchanged) {
     const std::string what = e.what();
     EXPECT_NE(what.find("out of device memory"), std::string::npos) << what;
     EXPECT_NE(what.find("activations"), std::string::npos) << what;
-    EXPECT_NE(what.find("4.0 KiB budget"), std::string::npos) << what;
+    EXPECT_NE(what.find("of the 4.0 KiB device budget"), std::string::npos) << what;
   }
   EXPECT_EQ(tracker.current(kDevice), 2048);
   EXPECT_EQ(tracker.peak(kDevice), 2048);
