@@ -82,7 +82,8 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
   for (const LayerActivations& layer : chunk.layers)
     if (layer.offloaded) offloaded.push_back(layer.bytes);
   std::sort(offloaded.rbegin(), offloaded.rend());
-  for (size_t k = 0; k < std::min<size_t>(2, offloaded.size()); ++k) chunk.scratch_bytes += offloaded[k];
+  const size_t in_transit = std::min<size_t>(2, offloaded.size());
+  for (size_t k = 0; k < in_transit; ++k) chunk.scratch_bytes += offloaded[k];
   chunk.output_bytes = stream;
   if (span.post_process)
     chunk.head_bytes = config.head == HeadKind::lm
@@ -99,6 +100,10 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
     chunk.scratch_bytes += allocation_bytes(attention_specs, SavedPart::discarded) +
                            allocation_bytes(mlp_specs, SavedPart::discarded);
   if (distributed) chunk.scratch_bytes += 2 * int64_t(tensor_allocation_bytes({N, C}, dtype));
+  chunk.scratch_holds =
+      joined({G > 0 ? "a recomputed group" : "", policy.selective.any() ? "the discarded tensors" : "",
+              distributed ? "two whole group inputs" : "",
+              in_transit > 0 ? fmt::format("{} offloaded layers in transit", in_transit) : ""});
   return chunk;
 }
 
@@ -157,8 +162,8 @@ std::string ActivationPlan::table(int64_t in_flight_peak_bytes, std::string_view
     if (chunk.head_bytes > 0)
       out += fmt::format("    {:<14} {:>10} per micro-batch\n", "head", format_bytes(chunk.head_bytes));
     if (chunk.scratch_bytes > 0)
-      out += fmt::format("    {:<14} {:>10} once (recompute scratch, offloaded layers in transit)\n", "scratch",
-                         format_bytes(chunk.scratch_bytes));
+      out += fmt::format("    {:<14} {:>10} once: {}\n", "scratch", format_bytes(chunk.scratch_bytes),
+                         chunk.scratch_holds);
   }
   out += fmt::format("    peak: {} = scratch {} + {} in flight ({})", format_bytes(peak_bytes(in_flight_peak_bytes)),
                      format_bytes(scratch_bytes()), format_bytes(in_flight_peak_bytes), in_flight);

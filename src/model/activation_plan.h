@@ -36,6 +36,7 @@ struct ChunkActivations {
   // Once per chunk on the device tier: a recomputed group's, the discarded tensors', whole group inputs, and the
   // two offloaded layers' that are there at once (the running one and the next, written or prefetched).
   int64_t scratch_bytes = 0;
+  std::string scratch_holds;  // what of the above it has, for the table
   int64_t layers_bytes() const;     // per micro-batch on the device tier: every layer's but the offloaded, the output
   int64_t offloaded_bytes() const;  // per micro-batch on the host tier
   int64_t slot_bytes() const { return layers_bytes() + head_bytes; }
