@@ -104,6 +104,9 @@ class KernelRegistry {
                           TensorView lse, TensorView dout, TensorView dq, TensorView dk, TensorView dv) const {
     table(KernelOp::attention, q.dtype()).attention_backward(p, q, k, v, out, lse, dout, dq, dk, dv);
   }
+  void attention_merge(TensorView part_out, TensorView part_lse, TensorView acc_out, TensorView acc_lse) const {
+    table(KernelOp::attention, part_out.dtype()).attention_merge(part_out, part_lse, acc_out, acc_lse);
+  }
   void swiglu_forward(TensorView gate_NF, TensorView up_NF, TensorView h_NF) const {
     table(KernelOp::swiglu, gate_NF.dtype()).swiglu_forward(gate_NF, up_NF, h_NF);
   }

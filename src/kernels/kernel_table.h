@@ -68,6 +68,7 @@ struct KernelTable {
   RopeBackwardFn rope_backward;
   AttentionForwardFn attention_forward;
   AttentionBackwardFn attention_backward;
+  AttentionMergeFn attention_merge;
   SwiGluForwardFn swiglu_forward;
   SwiGluBackwardFn swiglu_backward;
   LogprobForwardFn logprob_forward;

@@ -16,6 +16,7 @@ RopeForward rope_forward;
 RopeBackward rope_backward;
 AttentionForward attention_forward;
 AttentionBackward attention_backward;
+AttentionMerge attention_merge;
 SwiGluForward swiglu_forward;
 SwiGluBackward swiglu_backward;
 LogprobForward logprob_forward;

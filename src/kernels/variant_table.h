@@ -6,7 +6,7 @@ const KernelTable& table() {
       kThisVariant,   embedding_forward, embedding_backward, gemm,           linear_forward,
       linear_residual_forward,
       linear_dgrad,   linear_wgrad,      rmsnorm_forward,    rmsnorm_backward, rope_forward,
-      rope_backward,  attention_forward, attention_backward, swiglu_forward, swiglu_backward,
+      rope_backward,  attention_forward, attention_backward, attention_merge, swiglu_forward, swiglu_backward,
       logprob_forward, logprob_shard_stats, logprob_backward, adamw_step,         sum_squares,    scale,
       paged_attention_forward, kv_cache_write,
   };
