@@ -68,6 +68,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/rope_angles.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -670,6 +671,8 @@ void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorV
                        TensorView out_BTHD, TensorView lse_BHT) {
   const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   check_cpu_dtype(q_BTHD.dtype());
+  // Span mode runs on the ref kernel until the tiled kernel serves it.
+  if (!params.spans.empty()) return ref::attention_forward(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   if (dims.B * dims.T * dims.H == 0) return;
   if (q_BTHD.dtype() == DType::f32)
     forward_typed<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
@@ -683,6 +686,9 @@ void attention_backward(const AttentionParams& params, TensorView q_BTHD, Tensor
   const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
   check_cpu_dtype(q_BTHD.dtype());
+  if (!params.spans.empty())
+    return ref::attention_backward(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD,
+                                   dv_BTKD);
   if (dims.B * dims.T * dims.H == 0) return;
   if (q_BTHD.dtype() == DType::f32)
     backward_typed<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
