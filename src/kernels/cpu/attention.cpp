@@ -1,6 +1,6 @@
-// Fast causal GQA attention on the CPU: a tiled online-softmax kernel in the manner of
-// flash-attention 2, forward and backward, for f32 and bf16 tensors, with f32 softmax statistics
-// and accumulators. The T x T score matrix never exists: a task walks key tiles, and the backward
+// Fast GQA attention on the CPU, causal or in span mode (attention.h): a tiled online-softmax kernel
+// in the manner of flash-attention 2, forward and backward, for f32 and bf16 tensors, with f32
+// softmax statistics and accumulators. The T x T score matrix never exists: a task walks key tiles, and the backward
 // recomputes the probabilities from the saved lse.
 //
 // Tiling. A task works on one (b, kv head) and its "query rows", the (query, head) pairs of the G
@@ -32,6 +32,15 @@
 // independent; backward chunks of keys each add into their own dQ buffer and a last pass sums a
 // query's chunks in chunk order. The chunk count depends on the shapes only, never on the threads.
 //
+// Span mode (params.spans) runs on the same tiles, panels, GEMMs and softmax steps with no mask: a
+// task's key tiles are kKeyBlock keys of its span's key range, and every lane of the span's query
+// rows sees every key of a tile (visible count nk, nothing skipped). Forward tasks are chunks of a
+// span's queries against all its keys; backward tasks chunks of a span's keys with all its queries,
+// adding dQ into the task's scratch (one chunk) or a buffer per chunk summed in chunk order (split
+// spans). The chunk count depends on the spans' shapes only, so results are again bitwise the same
+// whatever the thread count. Rows no span covers are written directly: out 0 and lse -inf, zero
+// gradients.
+//
 // RoPE fused into the load (params.rope): a task copies the query rows it packs, and each key tile
 // its keys, into a small per-thread stage, rotating them with the call's angle table
 // (rope_angles.h) on the way, and packs from there; dQ and dK are rotated back as they are written
@@ -48,8 +57,8 @@
 //
 // Scratch, per thread and sized once per call: a task's packed query rows (forward: Q^T and O;
 // backward: Q and dO in two layouts, and dQ), O(T G D) each, plus one score tile and one key tile.
-// Not here: dropout, sliding windows, non-causal attention, f64 (the ref kernel serves f64), and a
-// split of very long rows' query side that would bound that scratch.
+// Not here: dropout, sliding windows, f64 (the ref kernel serves f64), RoPE in span mode (its q and k
+// come rotated), and a split of very long rows' query side that would bound that scratch.
 // Legend: B batch, T sequence, H query heads, K kv heads, D head dim, G = H/K heads per kv head;
 // Dp = D padded to a multiple of kLaneBlock (16); P elements per GEMM word (1 for f32, 2 for bf16
 // pairs); M query rows of a task, `lanes` = M padded to kLaneBlock; c a key of a tile, L0/L a panel's
@@ -68,7 +77,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/rope_angles.h"
-#include "kernels/ref/ref_kernels.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -95,12 +103,18 @@ constexpr int64_t kMinParallelWork = int64_t(1) << 15;
 // Multiply-adds of the causal scores if each row were one document (an upper bound).
 int64_t score_work(const AttentionDims& dims) { return dims.B * dims.H * dims.T * (dims.T + 1) / 2 * dims.D; }
 
+// How a task's query rows see a key tile: causally (a query sees the keys up to itself, inside its
+// document), or all of it (span mode: a span's queries see every key of the span).
+enum class Mask : uint8_t { causal, none };
+
 // The call's tensors and sizes.
 template <class E>
 struct Call {
   Call(const AttentionParams& params, const AttentionDims& dims, const TensorView& q_BTHD, const TensorView& k_BTKD,
        const TensorView& v_BTKD, const TensorView& out_BTHD, const TensorView& lse_BHT, const RopeAngleTable* rope)
       : cu_seqlens(params.cu_seqlens),
+        spans(params.spans),
+        mask(params.spans.empty() ? Mask::causal : Mask::none),
         dims(dims),
         G(dims.H / dims.K),
         Dp(round_up(dims.D, kLaneBlock)),
@@ -116,6 +130,8 @@ struct Call {
   const float* angles(int64_t b, int64_t t) const { return rope->row(b * dims.T + t); }
 
   std::span<const int32_t> cu_seqlens;
+  std::span<const AttentionSpan> spans;
+  Mask mask;
   AttentionDims dims;
   int64_t G, Dp;
   float scale;
@@ -160,6 +176,12 @@ std::vector<int64_t> chunk_starts(int64_t T, int64_t num_chunks, ChunkOf what) {
   return starts;
 }
 
+// What one task works on: queries [q_lo, q_hi) and keys [k_lo, k_hi) of row b (row-local positions;
+// k's row b has Tk keys).
+struct Block {
+  int64_t b, q_lo, q_hi, k_lo, k_hi;
+};
+
 // Part of a task's query rows (lanes; row r is query t_base + r / G of head r % G of the group) that
 // one key tile meets: lanes [L0, L0 + L), starting on a lane block, of which rows [row_lo, row_hi)
 // see the tile; they see its first nk keys at most (the others are masked for every lane). Key c
@@ -187,31 +209,45 @@ struct RowsSeeKeyWords {
   int64_t P;
 };
 
-// Visible keys of each lane of the panel in a key tile starting at s0: a query sees the keys up to
-// itself, rows outside [row_lo, row_hi) (an earlier query, another document, padding) none.
-void visible_keys(const Panel& panel, int64_t t_base, int64_t G, int64_t s0, int32_t* n) {
+// Visible keys of each lane of the panel in a key tile starting at s0: causal, a query sees the keys
+// up to itself; unmasked, all nk; rows outside [row_lo, row_hi) (an earlier query, another document,
+// padding) none.
+void visible_keys(const Panel& panel, Mask mask, int64_t t_base, int64_t G, int64_t s0, int32_t* n) {
+  if (mask == Mask::none) {
+    for (int64_t r = panel.L0; r < panel.L0 + panel.L; ++r)
+      n[r - panel.L0] = r >= panel.row_lo && r < panel.row_hi ? int32_t(panel.nk) : 0;
+    return;
+  }
   for_each_row(t_base, 0, G, panel.L0, panel.L0 + panel.L, [&](int64_t r, int64_t t, int64_t) {
     n[r - panel.L0] = r >= panel.row_lo && r < panel.row_hi ? int32_t(std::min(t - s0 + 1, panel.nk)) : 0;
   });
 }
 
 // One key tile of a task: keys [s0, s0 + nk), and the task's query rows [r_first, r_end) that see
-// them (queries from max(s0, t_base) to the end of the keys' document or of the task's queries).
+// them (causal: queries from max(s0, t_base) to the end of the keys' document or of the task's
+// queries; unmasked: all of them).
 struct KeyTile {
   int64_t s0, nk, r_first, r_end;
+  Mask mask;
 };
 
-// Calls on_tile(tile) for the key tiles of [k_lo, k_hi) of row b, clipped to kKeyBlock blocks and
-// to documents (so no tile needs a document mask, and only tiles on the diagonal a causal one), for a
-// task whose query rows start at query t_base and end before query q_end.
+// Calls on_tile(tile) for the key tiles of [k_lo, k_hi) of row b, for a task whose query rows start
+// at query t_base and end before query q_end. Causal: tiles clipped to kKeyBlock blocks and to
+// documents (so no tile needs a document mask, and only tiles on the diagonal a causal one). Span
+// mode: kKeyBlock keys from k_lo on (the span's keys: no mask, every query row sees every tile).
 template <class E, class OnTile>
 void for_each_key_tile(const Call<E>& call, int64_t b, int64_t k_lo, int64_t k_hi, int64_t t_base, int64_t q_end,
                        const OnTile& on_tile) {
+  if (call.mask == Mask::none) {
+    for (int64_t s0 = k_lo; s0 < k_hi; s0 += kKeyBlock)
+      on_tile(KeyTile{s0, std::min(kKeyBlock, k_hi - s0), 0, (q_end - t_base) * call.G, Mask::none});
+    return;
+  }
   for (int64_t s0 = k_lo; s0 < k_hi;) {
     const DocumentSpan doc = call.document(b, s0);
     const int64_t s1 = std::min({k_hi, doc.end, (s0 / kKeyBlock + 1) * kKeyBlock});
-    on_tile(
-        KeyTile{s0, s1 - s0, (std::max(s0, t_base) - t_base) * call.G, (std::min(doc.end, q_end) - t_base) * call.G});
+    on_tile(KeyTile{s0, s1 - s0, (std::max(s0, t_base) - t_base) * call.G, (std::min(doc.end, q_end) - t_base) * call.G,
+                    Mask::causal});
     s0 = s1;
   }
 }
@@ -222,10 +258,14 @@ template <class OnPanel>
 void for_each_panel(const KeyTile& tile, int64_t t_base, int64_t G, int64_t lanes, int32_t* n,
                     const OnPanel& on_panel) {
   for (int64_t L0 = tile.r_first / kLaneBlock * kLaneBlock; L0 < tile.r_end; L0 += kPanel) {
-    Panel panel{L0, std::min(kPanel, lanes - L0), std::max(L0, tile.r_first), 0, 0, (tile.s0 - t_base) * G - L0};
+    // Unmasked: every lane sees every key (key_lane + c G <= 0 for all c), so the GEMMs skip nothing.
+    Panel panel{L0, std::min(kPanel, lanes - L0), std::max(L0, tile.r_first), 0, tile.nk, -tile.nk * G};
     panel.row_hi = std::min(L0 + panel.L, tile.r_end);
-    panel.nk = std::min(tile.nk, t_base + (panel.row_hi - 1) / G - tile.s0 + 1);
-    visible_keys(panel, t_base, G, tile.s0, n);
+    if (tile.mask == Mask::causal) {
+      panel.nk = std::min(tile.nk, t_base + (panel.row_hi - 1) / G - tile.s0 + 1);
+      panel.key_lane = (tile.s0 - t_base) * G - L0;
+    }
+    visible_keys(panel, tile.mask, t_base, G, tile.s0, n);
     on_panel(panel);
   }
 }
@@ -362,23 +402,23 @@ void forward_panel(const Call<E>& call, const Panel& panel, int64_t lanes,
                              RowsSeeKeyWords{tiles.n + skip, P});
 }
 
-// Queries [q_lo, q_hi) of row b for the G heads of kv head kv: out and lse.
+// The block's queries for the G heads of kv head kv against its keys: out and lse.
 template <class Ops, class E>
-void forward_chunk(const Call<E>& call, int64_t b, int64_t kv, int64_t q_lo, int64_t q_hi,
-                   const ForwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
+void forward_chunk(const Call<E>& call, const Block& block, int64_t kv, const ForwardTiles<typename Ops::Elem>& tiles,
+                   const RopeStage<E>& stage) {
   constexpr int64_t P = Ops::kPack;
-  const int64_t G = call.G, D = call.dims.D, Dp = call.Dp;
+  const int64_t G = call.G, D = call.dims.D, Dp = call.Dp, b = block.b, q_lo = block.q_lo, q_hi = block.q_hi;
   const int64_t M = (q_hi - q_lo) * G, lanes = round_up(M, kLaneBlock);
   pack_transposed<P>(load_rows(call, GroupRows<E>{call.q, b, q_lo, kv * G, G}, M, stage.query_rows), M, lanes, D,
                      tiles.qt);
   std::fill(tiles.m, tiles.m + lanes, kMinusInf);
   std::fill(tiles.l, tiles.l + lanes, 0.0f);
   std::fill(tiles.o, tiles.o + M * Dp, 0.0f);
-  for_each_key_tile(call, b, call.document(b, q_lo).start, q_hi, q_lo, q_hi, [&](const KeyTile& tile) {
+  for_each_key_tile(call, b, block.k_lo, block.k_hi, q_lo, q_hi, [&](const KeyTile& tile) {
     pack_key_tile<P>(load_rows(call, GroupRows<E>{call.k, b, tile.s0, kv, 1}, tile.nk, stage.key_rows), tile.nk, D,
                      Dp, KeyOperand::a_rows, tiles.k);
     pack_key_tile<P>(GroupRows<E>{call.v, b, tile.s0, kv, 1}, tile.nk, D, Dp, KeyOperand::b_rows, tiles.v);
-    prefetch_next_tile(call, b, kv, tile.s0 + tile.nk, q_hi);
+    prefetch_next_tile(call, b, kv, tile.s0 + tile.nk, block.k_hi);
     for_each_panel(tile, q_lo, G, lanes, tiles.n,
                    [&](const Panel& panel) { forward_panel<Ops>(call, panel, lanes, tiles); });
   });
@@ -412,7 +452,8 @@ void forward_impl(const Call<E>& call) {
         for (int64_t c = 0; c < chunks; ++c) {
           // Late queries see the most keys: hand them out first.
           const int64_t chunk = chunks - 1 - c;
-          forward_chunk<Ops>(call, b, kv, chunk_start[size_t(chunk)], chunk_start[size_t(chunk + 1)], tiles, stage);
+          const int64_t q_lo = chunk_start[size_t(chunk)], q_hi = chunk_start[size_t(chunk + 1)];
+          forward_chunk<Ops>(call, Block{b, q_lo, q_hi, call.document(b, q_lo).start, q_hi}, kv, tiles, stage);
         }
       }
     }
@@ -517,11 +558,11 @@ void backward_panel(const Call<E>& call, const Panel& panel, int64_t lanes, cons
                              RowsSeeKeyWords{tiles.n + skip, P});
 }
 
-// One key tile of a backward task whose keys are [k_lo, k_hi) (its query rows packed, from query
-// k_lo): the tile's dK and dV, written out, and its share of dQ added into dq_acc.
+// One key tile of a backward task whose keys end before k_hi (its query rows packed, from query
+// t_base): the tile's dK and dV, written out, and its share of dQ added into dq_acc.
 template <class Ops, class E>
 void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, const KeyTile& tile,
-                       int64_t k_lo, int64_t k_hi, int64_t lanes, float* dq_acc,
+                       int64_t t_base, int64_t k_hi, int64_t lanes, float* dq_acc,
                        const BackwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
   using Elem = typename Ops::Elem;
   constexpr int64_t P = Ops::kPack;
@@ -538,7 +579,7 @@ void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, in
   prefetch_next_tile(call, b, kv, s0 + nk, k_hi);
   std::fill(tiles.dk, tiles.dk + nk * Dp, 0.0f);
   std::fill(tiles.dv, tiles.dv + nk * Dp, 0.0f);
-  for_each_panel(tile, k_lo, call.G, lanes, tiles.n,
+  for_each_panel(tile, t_base, call.G, lanes, tiles.n,
                  [&](const Panel& panel) { backward_panel<Ops>(call, panel, lanes, kb, dq_acc, tiles); });
   for (int64_t c = 0; c < nk; ++c) {
     store_scaled_row(call, b, s0 + c, tiles.dk + c * Dp, grads.dk(b, s0 + c, kv));
@@ -547,26 +588,24 @@ void backward_key_tile(const Call<E>& call, const Grads<E>& grads, int64_t b, in
   }
 }
 
-// Keys [k_lo, k_hi) of row b, kv head kv: writes their dK and dV, and adds their share of dQ of every
-// query that sees them into dq_acc (f32 rows of Dp, row r = query k_lo + r / G of head g = r % G).
+// The block's keys, kv head kv: writes their dK and dV, and adds their share of dQ of the block's
+// queries (those that see them) into dq_acc (f32 rows of Dp, row r = query q_lo + r / G of head g = r % G).
 template <class Ops, class E>
-void backward_chunk(const Call<E>& call, const Grads<E>& grads, int64_t b, int64_t kv, int64_t k_lo, int64_t k_hi,
-                    float* dq_acc, const BackwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
+void backward_chunk(const Call<E>& call, const Grads<E>& grads, const Block& block, int64_t kv, float* dq_acc,
+                    const BackwardTiles<typename Ops::Elem>& tiles, const RopeStage<E>& stage) {
   constexpr int64_t P = Ops::kPack;
-  const int64_t G = call.G, D = call.dims.D, Dp = call.Dp;
-  // The queries that see these keys: up to the end of the last key's document.
-  const int64_t q_hi = call.document(b, k_hi - 1).end;
-  const int64_t M = (q_hi - k_lo) * G, lanes = round_up(M, kLaneBlock);
-  const GroupRows<E> queries = load_rows(call, GroupRows<E>{call.q, b, k_lo, kv * G, G}, M, stage.query_rows);
-  const GroupRows<E> dout_rows{grads.dout, b, k_lo, kv * G, G};
+  const int64_t G = call.G, D = call.dims.D, Dp = call.Dp, b = block.b, q_lo = block.q_lo;
+  const int64_t M = (block.q_hi - q_lo) * G, lanes = round_up(M, kLaneBlock);
+  const GroupRows<E> queries = load_rows(call, GroupRows<E>{call.q, b, q_lo, kv * G, G}, M, stage.query_rows);
+  const GroupRows<E> dout_rows{grads.dout, b, q_lo, kv * G, G};
   pack_transposed<P>(queries, M, lanes, D, tiles.qt);
   pack_transposed<P>(dout_rows, M, lanes, D, tiles.dot);
   pack_row_groups<P>(queries, M, lanes, D, Dp, tiles.qb);
   pack_row_groups<P>(dout_rows, M, lanes, D, Dp, tiles.dob);
-  pack_row_stats(call, grads, b, kv, k_lo, M, lanes, tiles.lse, tiles.delta);
+  pack_row_stats(call, grads, b, kv, q_lo, M, lanes, tiles.lse, tiles.delta);
   std::fill(dq_acc, dq_acc + M * Dp, 0.0f);
-  for_each_key_tile(call, b, k_lo, k_hi, k_lo, q_hi, [&](const KeyTile& tile) {
-    backward_key_tile<Ops>(call, grads, b, kv, tile, k_lo, k_hi, lanes, dq_acc, tiles, stage);
+  for_each_key_tile(call, b, block.k_lo, block.k_hi, q_lo, block.q_hi, [&](const KeyTile& tile) {
+    backward_key_tile<Ops>(call, grads, b, kv, tile, q_lo, block.k_hi, lanes, dq_acc, tiles, stage);
   });
 }
 
@@ -607,7 +646,9 @@ void backward_impl(const Call<E>& call, const Grads<E>& grads) {
         for (int64_t c = 0; c < chunks; ++c) {
           const int64_t k_lo = chunk_start[size_t(c)], k_hi = chunk_start[size_t(c + 1)];
           float* dq_acc = owns_dq ? tiles.dq : partial_row(b, kv, c, k_lo * G);
-          backward_chunk<Ops>(call, grads, b, kv, k_lo, k_hi, dq_acc, tiles, stage);
+          // The queries that see these keys: from the first key to the end of the last key's document.
+          const Block block{b, k_lo, call.document(b, k_hi - 1).end, k_lo, k_hi};
+          backward_chunk<Ops>(call, grads, block, kv, dq_acc, tiles, stage);
           if (owns_dq) store_dq(call, grads, b, kv, 0, T * G, dq_acc);
         }
       }
@@ -638,6 +679,187 @@ void backward_impl(const Call<E>& call, const Grads<E>& grads) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Span mode
+
+// One task of span mode: a block of one span (forward: a chunk of its queries against all its keys;
+// backward: a chunk of its keys with all its queries), its place among the span's chunks, and for
+// the backward of a split span where its dQ rows start in each kv head's partial dQ buffer.
+struct SpanTask {
+  Block block;
+  int64_t chunk, num_chunks, dq_row;
+};
+
+// Span mode's work in one direction: the tasks; the idle blocks, the rows no task writes (queries in
+// no span that has keys: forward out 0 and lse -inf, backward dQ 0; backward, keys in no span that has
+// queries: dK and dV 0), as blocks with the other range empty; the most query rows a task packs; the
+// partial dQ rows per kv head; and the score multiply-adds.
+struct SpanWork {
+  std::vector<SpanTask> tasks;
+  std::vector<Block> idle;
+  int64_t max_rows = 0, partial_rows = 0, work = 0;
+};
+
+// Calls fn(b, lo, hi) for the row-local runs of [0, N) (rows of T) that lie on none of the sorted,
+// disjoint ranges `covered`.
+template <class Fn>
+void for_each_uncovered(const std::vector<std::pair<int64_t, int64_t>>& covered, int64_t N, int64_t T, const Fn& fn) {
+  int64_t at = 0;
+  auto up_to = [&](int64_t end) {
+    for (; at < end;) {
+      const int64_t b = at / T, row_end = std::min(end, (b + 1) * T);
+      fn(b, at - b * T, row_end - b * T);
+      at = row_end;
+    }
+  };
+  for (const auto& [lo, hi] : covered) {
+    up_to(lo);
+    at = hi;
+  }
+  up_to(N);
+}
+
+// The tasks of the spans that have both queries and keys, each split (queries forward, keys backward)
+// into chunks of whole kKeyBlock blocks until there are about kMinTasks tasks: every query of a span
+// sees all its keys, so equal chunks are equal work. Shapes only, not the thread count.
+template <class E>
+SpanWork plan_span_work(const Call<E>& call, ChunkOf what) {
+  const AttentionDims& dims = call.dims;
+  std::vector<AttentionSpan> active;
+  for (const AttentionSpan& s : call.spans)
+    if (s.q_begin < s.q_end && s.k_begin < s.k_end) active.push_back(s);
+  const int64_t pairs = std::max<int64_t>(1, int64_t(active.size()) * dims.K);
+  const int64_t per_span = (kMinTasks + pairs - 1) / pairs;
+  SpanWork work;
+  std::vector<std::pair<int64_t, int64_t>> queries, keys;
+  for (const AttentionSpan& s : active) {
+    const int64_t b = s.q_begin / dims.T;
+    const Block span{b, s.q_begin - b * dims.T, s.q_end - b * dims.T, s.k_begin - b * dims.Tk, s.k_end - b * dims.Tk};
+    const int64_t lo = what == ChunkOf::queries ? span.q_lo : span.k_lo;
+    const int64_t hi = what == ChunkOf::queries ? span.q_hi : span.k_hi;
+    const int64_t num_blocks = (hi - lo + kKeyBlock - 1) / kKeyBlock, n = std::min(num_blocks, per_span);
+    for (int64_t c = 0; c < n; ++c) {
+      Block chunk = span;
+      int64_t& chunk_lo = what == ChunkOf::queries ? chunk.q_lo : chunk.k_lo;
+      int64_t& chunk_hi = what == ChunkOf::queries ? chunk.q_hi : chunk.k_hi;
+      chunk_lo = lo + c * num_blocks / n * kKeyBlock;
+      chunk_hi = std::min(hi, lo + (c + 1) * num_blocks / n * kKeyBlock);
+      work.tasks.push_back({chunk, c, n, work.partial_rows});
+      if (what == ChunkOf::keys && n > 1) work.partial_rows += (span.q_hi - span.q_lo) * call.G;
+      work.max_rows = std::max(work.max_rows, (chunk.q_hi - chunk.q_lo) * call.G);
+    }
+    work.work += (span.q_hi - span.q_lo) * (span.k_hi - span.k_lo) * dims.H * dims.D;
+    queries.emplace_back(s.q_begin, s.q_end);
+    keys.emplace_back(s.k_begin, s.k_end);
+  }
+  for_each_uncovered(queries, dims.B * dims.T, dims.T,
+                     [&](int64_t b, int64_t lo, int64_t hi) { work.idle.push_back({b, lo, hi, 0, 0}); });
+  if (what == ChunkOf::keys)
+    for_each_uncovered(keys, dims.B * dims.Tk, dims.Tk,
+                       [&](int64_t b, int64_t lo, int64_t hi) { work.idle.push_back({b, 0, 0, lo, hi}); });
+  return work;
+}
+
+// An idle block in the forward: its queries see no key, out 0 and lse -inf (every head).
+template <class E>
+void clear_forward(const Call<E>& call, const Block& idle) {
+  for (int64_t t = idle.q_lo; t < idle.q_hi; ++t)
+    for (int64_t h = 0; h < call.dims.H; ++h) {
+      E* out = call.out(idle.b, t, h);
+      for (int64_t d = 0; d < call.dims.D; ++d) store(out[d], 0.0f);
+      call.lse(idle.b, h, t) = kMinusInf;
+    }
+}
+
+// An idle block in the backward: dQ of its queries, dK and dV of its keys, 0.
+template <class E>
+void clear_backward(const Call<E>& call, const Grads<E>& grads, const Block& idle) {
+  auto clear = [&](E* row) {
+    for (int64_t d = 0; d < call.dims.D; ++d) store(row[d], 0.0f);
+  };
+  for (int64_t t = idle.q_lo; t < idle.q_hi; ++t)
+    for (int64_t h = 0; h < call.dims.H; ++h) clear(grads.dq(idle.b, t, h));
+  for (int64_t s = idle.k_lo; s < idle.k_hi; ++s)
+    for (int64_t kv = 0; kv < call.dims.K; ++kv) {
+      clear(grads.dk(idle.b, s, kv));
+      clear(grads.dv(idle.b, s, kv));
+    }
+}
+
+template <class E>
+void forward_spans(const Call<E>& call) {
+  using Ops = OpsFor<E>;
+  const SpanWork work = plan_span_work(call, ChunkOf::queries);
+  const int64_t K = call.dims.K, num_tasks = int64_t(work.tasks.size()), num_idle = int64_t(work.idle.size());
+#pragma omp parallel if (work.work >= kMinParallelWork)
+  {
+    AlignedBytes storage;
+    const auto tiles = carve_tiles<ForwardTiles<typename Ops::Elem>>(
+        [&](Arena& arena) {
+          return carve_forward<typename Ops::Elem>(arena, round_up(work.max_rows, kLaneBlock), call.Dp);
+        },
+        storage);
+    const RopeStage<E> no_rope;  // span mode takes q and k rotated
+#pragma omp for collapse(2) schedule(dynamic) nowait
+    for (int64_t i = 0; i < num_tasks; ++i)
+      for (int64_t kv = 0; kv < K; ++kv) forward_chunk<Ops>(call, work.tasks[size_t(i)].block, kv, tiles, no_rope);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < num_idle; ++i) clear_forward(call, work.idle[size_t(i)]);
+  }
+}
+
+template <class E>
+void backward_spans(const Call<E>& call, const Grads<E>& grads) {
+  using Ops = OpsFor<E>;
+  const SpanWork work = plan_span_work(call, ChunkOf::keys);
+  const int64_t K = call.dims.K, G = call.G, Dp = call.Dp;
+  const int64_t num_tasks = int64_t(work.tasks.size()), num_idle = int64_t(work.idle.size());
+  // Split spans: one dQ buffer per (kv, chunk), summed in chunk order at the end; a span in one
+  // chunk adds its dQ in the task's own scratch and stores it there.
+  const AlignedBytes partial_storage = allocate_aligned(sizeof(float) * K * work.partial_rows * Dp);
+  float* partial_dq = reinterpret_cast<float*>(partial_storage.get());
+  auto partial_row = [&](int64_t kv, int64_t row) { return partial_dq + (kv * work.partial_rows + row) * Dp; };
+#pragma omp parallel if (work.work >= kMinParallelWork)
+  {
+    AlignedBytes storage;
+    const auto tiles = carve_tiles<BackwardTiles<typename Ops::Elem>>(
+        [&](Arena& arena) {
+          return carve_backward<typename Ops::Elem>(arena, round_up(work.max_rows, kLaneBlock), Dp, true);
+        },
+        storage);
+    const RopeStage<E> no_rope;
+#pragma omp for collapse(2) schedule(dynamic) nowait
+    for (int64_t i = 0; i < num_tasks; ++i) {
+      for (int64_t kv = 0; kv < K; ++kv) {
+        const SpanTask& task = work.tasks[size_t(i)];
+        const Block& block = task.block;
+        float* dq_acc = task.num_chunks == 1 ? tiles.dq : partial_row(kv, task.dq_row);
+        backward_chunk<Ops>(call, grads, block, kv, dq_acc, tiles, no_rope);
+        if (task.num_chunks == 1) store_dq(call, grads, block.b, kv, block.q_lo, (block.q_hi - block.q_lo) * G, dq_acc);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < num_idle; ++i) clear_backward(call, grads, work.idle[size_t(i)]);
+    // (after the loops' barrier) dQ of a split span: its first chunk's rows plus the others', in order.
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t i = 0; i < num_tasks; ++i) {
+      for (int64_t kv = 0; kv < K; ++kv) {
+        const SpanTask& task = work.tasks[size_t(i)];
+        if (task.num_chunks == 1 || task.chunk != 0) continue;
+        const Block& block = task.block;
+        const int64_t rows = (block.q_hi - block.q_lo) * G;
+        float* sum = partial_row(kv, task.dq_row);
+        for (int64_t c = 1; c < task.num_chunks; ++c) {
+          const float* part = partial_row(kv, work.tasks[size_t(i + c)].dq_row);
+#pragma omp simd
+          for (int64_t j = 0; j < rows * Dp; ++j) sum[j] += part[j];
+        }
+        store_dq(call, grads, block.b, kv, block.q_lo, rows, sum);
+      }
+    }
+  }
+}
+
 void check_cpu_dtype(DType dtype) {
   RF_CHECK(dtype == DType::f32 || dtype == DType::bf16, "cpu attention: f32 or bf16 inputs, got {}", dtype_name(dtype));
 }
@@ -653,7 +875,11 @@ template <class E>
 void forward_typed(const AttentionParams& params, const AttentionDims& dims, TensorView q_BTHD, TensorView k_BTKD,
                    TensorView v_BTKD, TensorView out_BTHD, TensorView lse_BHT) {
   const std::optional<RopeAngleTable> angles = fused_rope_angles(params, dims.D);
-  forward_impl(Call<E>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, angles ? &*angles : nullptr));
+  const Call<E> call(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, angles ? &*angles : nullptr);
+  if (call.mask == Mask::none)
+    forward_spans(call);
+  else
+    forward_impl(call);
 }
 
 template <class E>
@@ -661,8 +887,12 @@ void backward_typed(const AttentionParams& params, const AttentionDims& dims, Te
                     TensorView v_BTKD, TensorView out_BTHD, TensorView lse_BHT, TensorView dout_BTHD,
                     TensorView dq_BTHD, TensorView dk_BTKD, TensorView dv_BTKD) {
   const std::optional<RopeAngleTable> angles = fused_rope_angles(params, dims.D);
-  backward_impl(Call<E>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, angles ? &*angles : nullptr),
-                Grads<E>{Rows<E>(dout_BTHD), Rows<E>(dq_BTHD), Rows<E>(dk_BTKD), Rows<E>(dv_BTKD)});
+  const Call<E> call(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, angles ? &*angles : nullptr);
+  const Grads<E> grads{Rows<E>(dout_BTHD), Rows<E>(dq_BTHD), Rows<E>(dk_BTKD), Rows<E>(dv_BTKD)};
+  if (call.mask == Mask::none)
+    backward_spans(call, grads);
+  else
+    backward_impl(call, grads);
 }
 
 }  // namespace
@@ -671,9 +901,7 @@ void attention_forward(const AttentionParams& params, TensorView q_BTHD, TensorV
                        TensorView out_BTHD, TensorView lse_BHT) {
   const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   check_cpu_dtype(q_BTHD.dtype());
-  // Span mode runs on the ref kernel until the tiled kernel serves it.
-  if (!params.spans.empty()) return ref::attention_forward(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
-  if (dims.B * dims.T * dims.H == 0) return;
+  if (dims.B * dims.T * dims.H == 0) return;  // (span mode too: nothing to write)
   if (q_BTHD.dtype() == DType::f32)
     forward_typed<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   else
@@ -686,10 +914,8 @@ void attention_backward(const AttentionParams& params, TensorView q_BTHD, Tensor
   const AttentionDims dims = check_attention_args(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT);
   check_attention_grads(dims, q_BTHD.dtype(), dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
   check_cpu_dtype(q_BTHD.dtype());
-  if (!params.spans.empty())
-    return ref::attention_backward(params, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD,
-                                   dv_BTKD);
-  if (dims.B * dims.T * dims.H == 0) return;
+  // (Span mode with no query still owes dk = dv = 0.)
+  if (dims.B * dims.T * dims.H == 0 && params.spans.empty()) return;
   if (q_BTHD.dtype() == DType::f32)
     backward_typed<float>(params, dims, q_BTHD, k_BTKD, v_BTKD, out_BTHD, lse_BHT, dout_BTHD, dq_BTHD, dk_BTKD, dv_BTKD);
   else
