@@ -8,7 +8,11 @@
 // attention (backward: attention, then RoPE backward on dq and dk), both on the registry's kernels:
 //   RESULT attention_rope <fwd|bwd> <f32|bf16> <packed|unpacked> B=.. T=.. fused_rope_ms=..
 //     separate_ms=.. ratio=..
-// FLOPs count the causal in-document (query, key) pairs only: 2 GEMMs (QK^T, PV) forward, 5 backward
+// Then span mode (context parallel's off-diagonal ring block: each row's T queries see all T keys of
+// another chunk, unmasked) on the "large" and "tiny" configs against `ref` the same way:
+//   RESULT attention_span <fwd|bwd> <f32|bf16> B=.. Tq=.. Tk=.. H=.. K=.. D=.. fused_ms=.. ref_ms=..
+//     ratio_vs_ref=.. GFLOP/s=.. %gemm_peak=..
+// FLOPs count the causal in-document (query, key) pairs only (span mode: all of them): 2 GEMMs (QK^T, PV) forward, 5 backward
 // (QK^T recomputed, dO V^T, P^T dO, dS^T Q, dS K), 2 D FLOPs per pair each. %gemm_peak is against the
 // machine's f32 GEMM rate measured at start (measure_gemm_peak), for both dtypes.
 //   usage: attention_bench [--threads N]   (default: one thread per core)
@@ -142,6 +146,19 @@ void run(const KernelTable& table, const Tensors& x, const std::vector<int32_t>&
     table.attention_forward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse));
 }
 
+// Span mode on rows [0, rows): one span per row, its T queries against all T keys of the row.
+void run_span(const KernelTable& table, const Tensors& x, int64_t rows, int64_t T, bool backward) {
+  auto head = [rows](const Tensor& t) { return t.view().slice(0, 0, rows); };
+  std::vector<AttentionSpan> spans;
+  for (int64_t b = 0; b < rows; ++b) spans.push_back({b * T, (b + 1) * T, b * T, (b + 1) * T});
+  const AttentionParams params{.spans = spans};
+  if (backward)
+    table.attention_backward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse), head(x.dout),
+                             head(x.dq), head(x.dk), head(x.dv));
+  else
+    table.attention_forward(params, head(x.q), head(x.k), head(x.v), head(x.out), head(x.lse));
+}
+
 // RoPE as its own kernel around attention: q and k rotated in place before the forward; dq and dk
 // rotated back after the backward.
 void run_separate_rope(const KernelRegistry& registry, const Tensors& x, const std::vector<int32_t>& cu_seqlens,
@@ -207,6 +224,27 @@ int main(int argc, char** argv) {
         std::printf("RESULT attention_rope %s %s %s B=%ld T=%ld fused_rope_ms=%.3f separate_ms=%.3f ratio=%.3f\n",
                     backward ? "bwd" : "fwd", std::string(rf::dtype_name(dtype)).c_str(), s.doc_length ? "packed" : "unpacked", long(s.B),
                     long(s.T), fused_s * 1e3, separate_s * 1e3, separate_s / fused_s);
+        std::fflush(stdout);
+      }
+    }
+  }
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const KernelTable& fused = registry.table(KernelOp::attention, dtype);
+    for (const BenchCase& s : kCases) {
+      if (s.doc_length != 0) continue;  // spans have no documents
+      const Tensors x = make_tensors(s, dtype);
+      run_span(fused, x, s.B, s.T, false);  // the saved out and lse the backward reads
+      for (bool backward : {false, true}) {
+        const double fused_s = median_seconds([&] { run_span(fused, x, s.B, s.T, backward); }, 0);
+        const double ref_s = median_seconds([&] { run_span(ref::table(), x, 1, s.T, backward); }, kRefReps) * double(s.B);
+        const double flops = 2.0 * (backward ? 5 : 2) * double(s.D) * double(s.B * s.H * s.T * s.T);
+        const double gflops = flops / fused_s * 1e-9;
+        std::printf(
+            "RESULT attention_span %s %s B=%ld Tq=%ld Tk=%ld H=%ld K=%ld D=%ld fused_ms=%.3f ref_ms=%.1f "
+            "ratio_vs_ref=%.1f GFLOP/s=%.1f %%gemm_peak=%.1f (%s config; fused=%s; ref timed on B=1, time x%ld)\n",
+            backward ? "bwd" : "fwd", std::string(rf::dtype_name(dtype)).c_str(), long(s.B), long(s.T), long(s.T),
+            long(s.H), long(s.K), long(s.D), fused_s * 1e3, ref_s * 1e3, ref_s / fused_s, gflops, 100.0 * gflops / peak,
+            s.name, std::string(kernel_variant_name(fused.variant)).c_str(), long(s.B));
         std::fflush(stdout);
       }
     }
