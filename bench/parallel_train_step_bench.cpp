@@ -1,13 +1,14 @@
 // Training-step throughput of TrainEngine on several ranks at the same global batch: one rank, data
-// parallel, tensor parallel, pipeline parallel. Run it alone for one rank, under `mpirun -np W` for W ranks
-// (TP = --tp, PP = --pp, DP = W / (TP PP)); bench/run_parallel_train_step_bench.sh runs the cases and prints the
-// ratios to one rank.
+// parallel, tensor parallel, pipeline parallel, context parallel. Run it alone for one rank, under `mpirun -np W`
+// for W ranks (TP = --tp, PP = --pp, CP = --cp, DP = W / (TP PP CP)); bench/run_parallel_train_step_bench.sh runs
+// the cases and prints the ratios to one rank.
 //   usage: parallel_train_step_bench [--config large|tiny] [--tp N] [--pp N] [--vpp N] [--micro-batches M]
 //                                    [--steps N] [--threads N] [--distributed-optimizer 0|1] [--overlap 0|1]
 //                                    [--recompute none|uniform|block|selective] [--recompute-layers N]
 //                                    [--recompute-modules core_attn,layernorm,mlp,activation]
 //                                    [--dtype float32|bfloat16] [--swap-optimizer 0|1] [--reuse-fp32-param 0|1]
-//                                    [--bucket-size N]
+//                                    [--bucket-size N] [--cp N] [--cp-comm p2p|all_gather|a2a] [--rows B]
+//                                    [--seq T]
 // The global batch is B rows of T random tokens (train_step_setup.h); DP rank r runs rows
 // [r B/DP, (r+1) B/DP) as M micro-batches of equal rows (default 1), the TP and PP ranks of a DP rank the same rows. A step is
 // forward_backward, reduce_gradients, optimizer_step and lr_step, f32 unless --dtype says bfloat16. reduce_gradients
@@ -25,6 +26,10 @@
 // forward and backward times (each stage's mean per micro-batch, free p2p) and reports, medians over the steps:
 //   pipeline bubble_measured=<b> bubble_simulated=<b> schedule_ms=<m> simulated_ms=<m>
 // bubble = (schedule time - the busiest stage's compute) / that compute, measured from the ranks' clocks.
+// With --cp > 1 (PP 1) each step also reports the ring attention's time on the slowest rank, summed over the layers'
+// forward and backward (model/context_attention.h's RingTimes):
+//   ring compute_ms=<blocks' compute> wait_ms=<waiting for keys after the compute> wait_pct=<100 wait/(compute+wait)>
+// --rows and --seq replace the config's global batch (B rows of T tokens: one document each).
 // Legend: B rows, T tokens per row.
 
 #include <algorithm>
@@ -62,6 +67,9 @@ struct Options {
   bool swap_optimizer = false;
   bool reuse_fp32_param = false;
   int bucket_size = 4'000'000;  // elements; ~ a layer and a half (large)
+  int cp = 1;
+  std::string cp_comm = "p2p";
+  int rows = 0, seq = 0;  // the global batch's rows and tokens per row; 0: the config's
 };
 
 int parse_count(const std::string& flag, const char* value) {
@@ -112,10 +120,21 @@ Options parse_options(int argc, char** argv) {
       o.reuse_fp32_param = parse_count(flag, value) != 0;
     } else if (flag == "--bucket-size") {
       o.bucket_size = std::max(1, parse_count(flag, value));
+    } else if (flag == "--cp") {
+      o.cp = std::max(1, parse_count(flag, value));
+    } else if (flag == "--cp-comm") {
+      o.cp_comm = value;
+      if (o.cp_comm != "p2p" && o.cp_comm != "all_gather" && o.cp_comm != "a2a")
+        throw rf::ConfigError(flag, "'" + o.cp_comm + "': expected p2p, all_gather or a2a");
+    } else if (flag == "--rows") {
+      o.rows = parse_count(flag, value);
+    } else if (flag == "--seq") {
+      o.seq = parse_count(flag, value);
     } else {
       throw rf::ConfigError(flag, "unknown option (expected --config, --tp, --pp, --vpp, --micro-batches, --steps, "
                                   "--threads, --distributed-optimizer, --overlap, --recompute, --recompute-layers, "
-                                  "--recompute-modules, --dtype, --swap-optimizer, --reuse-fp32-param, --bucket-size)");
+                                  "--recompute-modules, --dtype, --swap-optimizer, --reuse-fp32-param, --bucket-size, "
+                                  "--cp, --cp-comm, --rows, --seq)");
     }
   }
   return o;
@@ -177,9 +196,17 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   dims.world_size = world->size();
   dims.tensor_model_parallel_size = options.tp;
   dims.pipeline_model_parallel_size = options.pp;
-  rf::dist::ParallelContext parallel = rf::dist::ParallelContext::create(rf::dist::RankLayout(dims), *world, false);
+  dims.context_parallel_size = options.cp;
+  const rf::dist::CpCommType cp_comm = options.cp_comm == "a2a"          ? rf::dist::CpCommType::a2a
+                                       : options.cp_comm == "all_gather" ? rf::dist::CpCommType::all_gather
+                                                                         : rf::dist::CpCommType::p2p;
+  if (options.cp > 1 && options.pp > 1) throw rf::ConfigError("--cp", "the ring's times are read with --pp 1");
+  rf::dist::ParallelContext parallel =
+      rf::dist::ParallelContext::create(rf::dist::RankLayout(dims), *world, false, cp_comm);
   const int dp = parallel.dp().size();
-  const rf::bench::BenchShape shape = rf::bench::bench_shape(options.config);
+  rf::bench::BenchShape shape = rf::bench::bench_shape(options.config);
+  if (options.rows > 0) shape.B = options.rows;
+  if (options.seq > 0) shape.T = options.seq;
   if (shape.B % dp != 0)
     throw rf::ConfigError("--tp", "a data-parallel size of " + std::to_string(dp) + " does not divide the " +
                                       std::to_string(shape.B) + " rows of the global batch");
@@ -193,6 +220,8 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   engine_config.dtype = options.dtype;
   engine_config.tensor_model_parallel_size = options.tp;
   engine_config.pipeline_model_parallel_size = options.pp;
+  engine_config.context_parallel_size = options.cp;
+  engine_config.cp_comm_type = cp_comm;
   if (options.vpp > 1) engine_config.pipeline_split.virtual_pipeline_model_parallel_size = options.vpp;
   engine_config.use_distributed_optimizer = options.distributed_optimizer && dp > 1;
   engine_config.overlap_grad_reduce = options.overlap && dp > 1;
@@ -239,12 +268,13 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
     micro_batches.push_back(
         rf::bench::random_rows(shape, parallel.dp().rank() * rows + m * rows_per_micro_batch, rows_per_micro_batch));
   std::vector<double> step_s, fb_s, exposed_s, optimizer_s, bubble_measured, bubble_simulated, schedule_s,
-      simulated_s;
+      simulated_s, ring_compute_s, ring_wait_s;
   int64_t device_peak_fb = 0, device_peak_step = 0, activation_peak = 0;
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
     const rf::Stopwatch clock;
     tracker.reset_peaks();
+    if (options.cp > 1) engine.model().ring_times() = {};
     const double loss =
         engine.forward_backward(micro_batches, rf::trainer::token_mean_nll, rf::engine::ForwardOnly::no).loss;
     const double fb_done = clock.seconds();
@@ -273,6 +303,15 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
                     step - kWarmupSteps, pipe.bubble_measured, pipe.bubble_simulated, pipe.schedule_s * 1e3,
                     pipe.simulated_s * 1e3);
     }
+    if (options.cp > 1) {
+      const rf::model::RingTimes ring = engine.model().ring_times();
+      const double compute = slowest(ring.compute_s), wait = slowest(ring.wait_s);
+      ring_compute_s.push_back(compute);
+      ring_wait_s.push_back(wait);
+      if (leader)
+        std::printf("step %d ring compute_ms=%.1f wait_ms=%.2f wait_pct=%.2f steps=%ld\n", step - kWarmupSteps,
+                    compute * 1e3, wait * 1e3, 100.0 * wait / (compute + wait), long(ring.steps));
+    }
     step_s.push_back(total);
     fb_s.push_back(fb);
     exposed_s.push_back(exposed);
@@ -283,12 +322,14 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   }
   const double step = median(step_s), exposed = median(exposed_s);
   if (leader) {
-    std::printf("parallel_train_step config=%s world=%d tp=%d pp=%d vpp=%d dp=%d micro_batches=%d threads=%d "
+    std::printf("parallel_train_step config=%s world=%d tp=%d pp=%d vpp=%d cp=%d cp_comm=%s dp=%d micro_batches=%d "
+                "threads=%d "
                 "distributed_optimizer=%d overlap=%d recompute=%s:%d:%s activation_peak_mib=%.2f planned_mib=%.2f "
                 "global_tokens=%ld step_ms=%.1f tok_s=%.1f fb_ms=%.1f exposed_comm_ms=%.1f exposed_pct=%.2f "
                 "optimizer_ms=%.1f dtype=%s swap_optimizer=%d reuse_fp32_param=%d device_peak_fb_mib=%.2f "
                 "device_peak_step_mib=%.2f\n",
-                options.config.c_str(), world->size(), options.tp, options.pp, options.vpp, dp, options.micro_batches,
+                options.config.c_str(), world->size(), options.tp, options.pp, options.vpp, options.cp,
+                options.cp_comm.c_str(), dp, options.micro_batches,
                 pool.num_threads(),
                 int(engine_config.use_distributed_optimizer), int(engine_config.overlap_grad_reduce),
                 options.recompute.c_str(), options.recompute_layers,
@@ -303,6 +344,11 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
       std::printf("pipeline bubble_measured=%.4f bubble_simulated=%.4f schedule_ms=%.1f simulated_ms=%.1f\n",
                   median(bubble_measured), median(bubble_simulated), median(schedule_s) * 1e3,
                   median(simulated_s) * 1e3);
+    if (options.cp > 1) {
+      const double compute = median(ring_compute_s), wait = median(ring_wait_s);
+      std::printf("ring compute_ms=%.1f wait_ms=%.2f wait_pct=%.2f\n", compute * 1e3, wait * 1e3,
+                  100.0 * wait / (compute + wait));
+    }
     std::printf("# memory (rank 0) %s\n", tracker.summary().c_str());
   }
   return 0;

@@ -16,10 +16,11 @@ namespace {
 
 // The roles with a megatron block, and the keys override_transformer_config may carry for it: Megatron's layer
 // split and interleaving group (verl.md §3.6), MindSpeed's noop layers, Megatron's and MindSpeed's activation
-// recompute, Megatron's activation offload, and MindSpeed's optimizer-memory features.
+// recompute, Megatron's activation offload, MindSpeed's optimizer-memory features, and Megatron's context-parallel
+// communication type.
 constexpr std::array<std::string_view, 4> kRoles = {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic",
                                                     "reward_model"};
-constexpr std::array<std::string_view, 20> kKeys = {
+constexpr std::array<std::string_view, 21> kKeys = {
     "num_layers_in_first_pipeline_stage",      "num_layers_in_last_pipeline_stage",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "pipeline_model_parallel_layout",          "microbatch_group_size_per_vp_stage",
@@ -29,7 +30,8 @@ constexpr std::array<std::string_view, 20> kKeys = {
     "recompute_norm",                          "distribute_saved_activations",
     "cpu_offloading",                          "cpu_offloading_num_layers",
     "cpu_offloading_activations",              "cpu_offloading_weights",
-    "swap_optimizer",                          "reuse_fp32_param"};
+    "swap_optimizer",                          "reuse_fp32_param",
+    "cp_comm_type"};
 constexpr std::string_view kSection = ".megatron.override_transformer_config.";
 
 std::string megatron_key(std::string_view role, std::string_view key) {

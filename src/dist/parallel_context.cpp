@@ -7,16 +7,17 @@
 namespace rf::dist {
 
 ParallelContext::ParallelContext(RankLayout layout, std::unique_ptr<ProcessGroup> role, Groups groups,
-                                 bool sequence_parallel)
+                                 bool sequence_parallel, CpCommType cp_comm_type)
     : layout_(std::move(layout)), role_(std::move(role)), groups_(std::move(groups)),
-      sequence_parallel_(sequence_parallel) {}
+      sequence_parallel_(sequence_parallel), cp_comm_type_(cp_comm_type) {}
 
 ParallelContext ParallelContext::single_process() {
   SingleProcessGroup alone("role");
   return create(RankLayout(ParallelDims{}), alone, false);
 }
 
-ParallelContext ParallelContext::create(const RankLayout& layout, ProcessGroup& role, bool sequence_parallel) {
+ParallelContext ParallelContext::create(const RankLayout& layout, ProcessGroup& role, bool sequence_parallel,
+                                        CpCommType cp_comm_type) {
   RF_CHECK(layout.world_size() == role.size(), "ParallelContext: the layout is for {} ranks, group '{}' has {}",
            layout.world_size(), role.name(), role.size());
   // Every rank walks the kinds in the same order: each split is a collective over `role`.
@@ -26,7 +27,7 @@ ParallelContext ParallelContext::create(const RankLayout& layout, ProcessGroup& 
     const GroupMembership m = layout.membership(kind, role.rank());
     groups[size_t(kind)] = role.split(m.color, m.index, std::string(group_name(kind)));
   }
-  return ParallelContext(layout, std::move(own_role), std::move(groups), sequence_parallel);
+  return ParallelContext(layout, std::move(own_role), std::move(groups), sequence_parallel, cp_comm_type);
 }
 
 ProcessGroup& ParallelContext::group(GroupKind kind) const {

@@ -64,12 +64,12 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
   for (const auto& [moment, prefix] : {std::pair{optimizer_.exp_avg(), "exp_avg."},
                                        std::pair{optimizer_.exp_avg_sq(), "exp_avg_sq."}})
     refuse_non_finite(fragment_parts(bucket_plan_, moment, FragmentIn::shard), layout, prefix, parallel_.role(), what);
-  const bool first_dp = parallel_.dp().rank() == 0;
+  const bool first_dp = parallel_.dp_cp().rank() == 0;  // CP ranks are replicas too
   const Held replicas = parallel_.tp().rank() == 0 ? Held::saved_by_tp_rank0 : Held::saved_by_other_tp_rank;
   if (first_dp) add_nonempty(writer, component, file_stem("model", parallel_.pp(), parallel_.tp(), nullptr),
                              param_shards(layout, master_.flat(), "", replicas));
   if (first_dp || bucket_plan_.sharded()) {
-    const dist::ProcessGroup* dp = bucket_plan_.sharded() ? &parallel_.dp() : nullptr;
+    const dist::ProcessGroup* dp = bucket_plan_.sharded() ? &parallel_.dp_cp() : nullptr;
     auto moments = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg(), "exp_avg.", replicas);
     const auto second = optimizer_shards(layout, bucket_plan_, optimizer_.exp_avg_sq(), "exp_avg_sq.", replicas);
     moments.insert(moments.end(), second.begin(), second.end());
@@ -86,6 +86,7 @@ void TrainEngine::save_checkpoint(checkpoint::CheckpointWriter& writer, const st
                                    {"saved_by", {{"tensor_model_parallel_size", parallel_.tp().size()},
                                                  {"pipeline_model_parallel_size", parallel_.pp().size()},
                                                  {"data_parallel_size", parallel_.dp().size()},
+                                                 {"context_parallel_size", parallel_.cp().size()},
                                                  {"use_distributed_optimizer", bucket_plan_.sharded()},
                                                  {"world_size", ranks.dims().world_size}}}});
   }

@@ -86,8 +86,8 @@ void EngineConfig::validate() const {
   auto single = [](const char* key, const char* parallelism, int64_t value) {
     if (value < 1) throw ConfigError(key, fmt::format("must be >= 1, got {}", value));
     if (value != 1)
-      throw ConfigError(key, fmt::format("{}: {} parallelism is not supported yet (only 1; tensor, pipeline "
-                                         "and data parallel are)", value, parallelism));
+      throw ConfigError(key, fmt::format("{}: {} parallelism is not supported yet (only 1; tensor, pipeline, "
+                                         "context and data parallel are)", value, parallelism));
   };
   if (tensor_model_parallel_size < 1)
     throw ConfigError("tensor_model_parallel_size", fmt::format("must be >= 1, got {}", tensor_model_parallel_size));
@@ -115,7 +115,8 @@ void EngineConfig::validate() const {
                         fmt::format("{} is below pipeline_model_parallel_size = {} (Megatron needs P <= N)",
                                     *microbatch_group_size_per_vp_stage, pipeline_model_parallel_size));
   }
-  single("context_parallel_size", "context", context_parallel_size);
+  if (context_parallel_size < 1)
+    throw ConfigError("context_parallel_size", fmt::format("must be >= 1, got {}", context_parallel_size));
   single("expert_model_parallel_size", "expert", expert_model_parallel_size);
   if (bucket_size && *bucket_size < 1)
     throw ConfigError("bucket_size", fmt::format("must be >= 1 element (or null), got {}", *bucket_size));

@@ -1,8 +1,8 @@
 // EngineConfig: verl's `megatron:` block (verl.md §3; the same type the RL config reads under
 // actor_rollout_ref.actor.megatron). Tensor, pipeline (with virtual stages) and data parallel run at any
-// size the ranks provide; context and expert parallel sizes other than 1 are accepted by the schema and
-// rejected by validate() until they land, so a config written for them fails loudly rather than silently
-// running without them. The pipeline's layer-split keys (model/pipeline_split.h) sit in the same block, as
+// size the ranks provide, and context parallel too (cp_comm_type: how its attention communicates, model/
+// context_attention.h); expert parallel sizes other than 1 are accepted by the schema and rejected by validate()
+// until it lands, so a config written for it fails loudly rather than silently running without it. The pipeline's layer-split keys (model/pipeline_split.h) sit in the same block, as
 // Megatron's and MindSpeed's flags do beside --pipeline-model-parallel-size. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
 // change nothing, and the engine says so in a warning.
 // recompute_granularity / recompute_method / recompute_num_layers / recompute_modules /
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "dist/parallel_context.h"
 #include "engine/pipeline/pipeline_schedule.h"
 #include "model/pipeline_split.h"
 #include "model/recompute_policy.h"
@@ -61,6 +62,7 @@ struct EngineConfig {
   model::PipelineSplitConfig pipeline_split;
   std::optional<int64_t> microbatch_group_size_per_vp_stage;  // null: pipeline_model_parallel_size
   int64_t context_parallel_size = 1;
+  dist::CpCommType cp_comm_type = dist::CpCommType::p2p;
   int64_t expert_model_parallel_size = 1;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
@@ -98,7 +100,13 @@ struct EngineConfig {
     f("microbatch_group_size_per_vp_stage", microbatch_group_size_per_vp_stage,
       "interleaved 1F1B: micro-batches run through one virtual stage before the next (null: "
       "pipeline_model_parallel_size); needs pipeline_model_parallel_size <= it <= the micro-batches of a pass");
-    f("context_parallel_size", context_parallel_size, "CP size");
+    f("context_parallel_size", context_parallel_size,
+      "CP size: every sequence split over this many ranks (each document in 2 x CP chunks, a rank taking chunks r and "
+      "2 CP - 1 - r), attention communicating as cp_comm_type says; the weights are replicas over CP");
+    f("cp_comm_type", cp_comm_type,
+      "Megatron's context-parallel attention: p2p (ring attention, each block's keys sent on while the previous "
+      "computes), all_gather (keys and values gathered, no overlap, more memory), a2a (Ulysses: heads traded for the "
+      "sequence; the query and kv heads per TP rank must divide by CP)");
     f("expert_model_parallel_size", expert_model_parallel_size, "EP size");
     f("make_vocab_size_divisible_by", make_vocab_size_divisible_by,
       "with TP > 1 the vocabulary is padded to a multiple of this x TP (padding masked, never exported)");

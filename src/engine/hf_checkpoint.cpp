@@ -110,7 +110,7 @@ void add_hf_export(checkpoint::CheckpointWriter& writer, const model::HfModelFol
                    const std::string& component) {
   refuse_non_finite(entry_parts(params.layout(), params.flat()), params.layout(), "", parallel.role(),
                     fmt::format("exporting {} to {}/global_step_{}", component, writer.root_dir(), writer.step()));
-  if (parallel.dp().rank() != 0) return;  // the other DP replicas hold the same weights
+  if (parallel.dp_cp().rank() != 0) return;  // the other DP (and CP) replicas hold the same weights
   const bool writes = parallel.role().rank() == 0;
   std::vector<Tensor> owned;
   const auto shards = in_stored_dtypes(folder, params, parallel, writes, owned);

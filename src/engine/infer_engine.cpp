@@ -4,9 +4,9 @@
 
 #include "core/element_access.h"
 #include "core/log.h"
+#include "engine/local_micro_batch.h"
 #include "engine/pipeline/pipeline_executor.h"
 #include "engine/pipeline_stage.h"
-#include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 
 namespace rf::engine {
@@ -44,8 +44,7 @@ InferEngine::InferEngine(const EngineConfig& engine_config, const model::ModelCo
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
-  const int64_t tp = parallel.sequence_parallel() ? parallel.tp().size() : 1;
-  capacity_ = (max_tokens_per_micro_batch + tp - 1) / tp * tp;
+  capacity_ = local_token_capacity(max_tokens_per_micro_batch, parallel);
   // A forward-only pass keeps nothing between actions (the executor copies what it sends), so each chunk's
   // own activations are all it needs.
   for (int64_t v = 0; v < split_.vp_size; ++v) {
@@ -93,28 +92,24 @@ std::vector<TensorMap> InferEngine::forward(const std::vector<TensorMap>& micro_
   const model::CausalLm& head_chunk = *chunks_.back();
   pipeline::StageWork work;
   work.transfer_dtype = config_.compute_dtype();
-  // Every micro-batch's inputs, alive until the schedule ends (sequence parallel needs N to divide over TP: a
-  // padding document whose outputs are dropped).
-  std::vector<std::optional<model::PackedSequences>> padded(static_cast<size_t>(M));
-  std::vector<model::ModelInputs> inputs;
-  for (int64_t i = 0; i < M; ++i)
-    inputs.push_back(micro_batch_inputs(micro_batches[size_t(i)], temperature, parallel_, padded[size_t(i)]));
+  // Every micro-batch as this rank runs it (padded for SP, split for CP), alive until the schedule ends.
+  std::vector<std::unique_ptr<LocalMicroBatch>> local;
+  for (const TensorMap& mb : micro_batches)
+    local.push_back(std::make_unique<LocalMicroBatch>(mb, temperature, parallel_, capacity_));
   work.transfer_shape = [&](int64_t i) {
-    const int64_t N = inputs[size_t(i)].seq_len;
+    const int64_t N = local[size_t(i)]->inputs().seq_len;
     return Shape{parallel_.sequence_parallel() ? N / parallel_.tp().size() : N, head_chunk.config().hidden_size};
   };
   work.forward = [&](int64_t i, int64_t v, TensorView input) -> TensorView {
-    const TensorMap& mb = micro_batches[size_t(i)];
-    const int64_t N = mb.num_tokens();
-    RF_CHECK(N <= capacity_, "InferEngine: a micro-batch of {} tokens, room for {}", N, capacity_);
     model::CausalLm& chunk = *chunks_[size_t(v)];
-    model::ModelInputs in = inputs[size_t(i)];
+    model::ModelInputs in = local[size_t(i)]->inputs();
     in.hidden_NC = input;
-    const model::ModelOutputs out = chunk.forward(in, entropy);
-    if (!chunk.span().post_process) return out.hidden_NC;
+    const model::ModelOutputs run = chunk.forward(in, entropy);
+    if (!chunk.span().post_process) return run.hidden_NC;
+    const model::ModelOutputs out = local[size_t(i)]->outputs(run);
     for (const std::string& key : keys) {
       const TensorView t_N = key == "log_probs" ? out.logp_N : key == "entropy" ? out.entropy_N : out.values_N;
-      outputs[size_t(i)].set(key, clone(t_N.slice(0, 0, N), DType::f32));
+      outputs[size_t(i)].set(key, clone(t_N, DType::f32));
     }
     return {};
   };

@@ -15,7 +15,7 @@ dist::ParallelDims parallel_dims(const EngineConfig& megatron, int world_size) {
 dist::ParallelContext make_parallel_context(const EngineConfig& megatron, dist::ProcessGroup& world) {
   if (world.size() == 1 && megatron.tensor_model_parallel_size == 1) return dist::ParallelContext::single_process();
   return dist::ParallelContext::create(dist::RankLayout(parallel_dims(megatron, world.size())), world,
-                                       megatron.sequence_parallel);
+                                       megatron.sequence_parallel, megatron.cp_comm_type);
 }
 
 }  // namespace rf::engine

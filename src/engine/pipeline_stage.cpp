@@ -10,7 +10,26 @@ model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::
     throw ConfigError("pipeline_model_parallel_size",
                       fmt::format("{} but the engine's pipeline group has {} ranks",
                                   config.pipeline_model_parallel_size, parallel.pp().size()));
+  if (config.context_parallel_size != parallel.cp().size())
+    throw ConfigError("context_parallel_size", fmt::format("{} but the engine's context-parallel group has {} ranks",
+                                                           config.context_parallel_size, parallel.cp().size()));
+  if (config.cp_comm_type != parallel.cp_comm_type())
+    throw ConfigError("cp_comm_type", "differs from the engine's parallel context's");
+  check_context_parallel(config, model_config);
   return config.pipeline_layout(model_config.num_hidden_layers);
+}
+
+void check_context_parallel(const EngineConfig& config, const model::ModelConfig& model_config) {
+  const int64_t cp = config.context_parallel_size, tp = config.tensor_model_parallel_size;
+  const int64_t heads = model_config.num_attention_heads / tp, kv_heads = model_config.num_key_value_heads / tp;
+  if (cp > 1 && config.cp_comm_type == dist::CpCommType::a2a && (heads % cp != 0 || kv_heads % cp != 0))
+    throw ConfigError("cp_comm_type",
+                      fmt::format("a2a (Ulysses) gives each of the context_parallel_size = {} ranks a share of the "
+                                  "heads, but a TP rank's {} query heads and {} kv heads (num_attention_heads = {}, "
+                                  "num_key_value_heads = {} over TP {}) do not both divide by it; use p2p or "
+                                  "all_gather",
+                                  cp, heads, kv_heads, model_config.num_attention_heads,
+                                  model_config.num_key_value_heads, tp));
 }
 
 model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank) {

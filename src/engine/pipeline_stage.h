@@ -19,11 +19,16 @@
 namespace rf::engine {
 
 // The layer split over the engine's pipeline group, checked against its size.
+// Also checks the CP size and cp_comm_type against the group and the model (check_context_parallel): both engines
+// split the layers first, before allocating.
 model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::ModelConfig& model_config,
                                        const dist::ParallelContext& parallel);
 
 // What stage `pp_rank` holds: its chunks' real layers, the embedding with the pipeline's first chunk, the head
 // with its last.
+// ConfigError naming cp_comm_type: a2a with heads (per TP rank) that do not divide by the CP size.
+void check_context_parallel(const EngineConfig& config, const model::ModelConfig& model_config);
+
 model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank);
 
 // Chunk `vp_stage` of stage `pp_rank`: its real layers, and whether it reads the data or ends in the head.

@@ -24,22 +24,4 @@ model::PackedSequences pad_to_multiple(const model::ModelInputs& in, int64_t mul
   return out;
 }
 
-model::ModelInputs micro_batch_inputs(const TensorMap& mb, double temperature, const dist::ParallelContext& parallel,
-                                      std::optional<model::PackedSequences>& padded) {
-  model::ModelInputs inputs;
-  inputs.batch = 1;
-  inputs.seq_len = mb.num_tokens();
-  inputs.tokens_N = mb.get("input_ids");
-  inputs.positions_N = mb.get("position_ids");
-  inputs.targets_N = mb.get("labels");
-  inputs.cu_seqlens = mb.cu_seqlens();
-  inputs.temperature = temperature;
-  padded.reset();
-  if (parallel.sequence_parallel() && inputs.seq_len % parallel.tp().size() != 0) {
-    padded = pad_to_multiple(inputs, parallel.tp().size());
-    inputs = padded->inputs(temperature);
-  }
-  return inputs;
-}
-
 }  // namespace rf::engine

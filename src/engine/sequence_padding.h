@@ -4,21 +4,11 @@
 // Legend: N tokens.
 #pragma once
 
-#include <optional>
-
-#include "engine/tensor_map.h"
-#include "dist/parallel_context.h"
 #include "model/model_inputs.h"
 
 namespace rf::engine {
 
 // `in` is one packed row (batch 1); multiple >= 1. The result's tokens are N rounded up to the multiple.
 model::PackedSequences pad_to_multiple(const model::ModelInputs& in, int64_t multiple);
-
-// The model's inputs for a packed micro-batch (input_ids, position_ids, labels, cu_seqlens; one row) at
-// `temperature`, padded as above when `parallel` runs sequence parallel and its N does not divide over
-// TP; `padded` then holds the padded tensors the inputs point into. The first N outputs are the batch's.
-model::ModelInputs micro_batch_inputs(const TensorMap& mb, double temperature, const dist::ParallelContext& parallel,
-                                      std::optional<model::PackedSequences>& padded);
 
 }  // namespace rf::engine

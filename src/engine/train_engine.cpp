@@ -10,10 +10,10 @@
 #include "core/memory_budget.h"
 #include "core/stopwatch.h"
 #include "dist/text_collectives.h"
+#include "engine/local_micro_batch.h"
 #include "engine/pipeline/pipeline_executor.h"
 #include "engine/pipeline/pipeline_simulator.h"
 #include "engine/pipeline_stage.h"
-#include "engine/sequence_padding.h"
 #include "model/hf_weights.h"
 #include "model/memory_estimate.h"
 #include "model/param_init.h"
@@ -44,7 +44,7 @@ optim::StatePlacement state_placement(const EngineConfig& config, const dist::Pa
     masters = optim::MasterHome::host;
   return {.moments_on_host = config.swap_optimizer,
           .masters = masters,
-          .slice_numel = config.bucket_size.value_or(optim::default_bucket_size(parallel.dp().size())),
+          .slice_numel = config.bucket_size.value_or(optim::default_bucket_size(parallel.dp_cp().size())),
           .split = split};
 }
 
@@ -72,12 +72,6 @@ model::TensorParallelShard tp_shard_of(const EngineConfig& config, const dist::P
   return {.rank = parallel.tp().rank(), .size = parallel.tp().size(), .vocab_multiple = config.make_vocab_size_divisible_by};
 }
 
-// Tokens a micro-batch of up to max_tokens runs as: with sequence parallel, padded to divide over TP.
-int64_t padded_capacity(int64_t max_tokens, const dist::ParallelContext& parallel) {
-  const int64_t tp = parallel.sequence_parallel() ? parallel.tp().size() : 1;
-  return (max_tokens + tp - 1) / tp * tp;
-}
-
 EngineConfig validated(EngineConfig config) {
   config.validate();
   return config;
@@ -89,25 +83,10 @@ const model::ModelConfig& fitting(const model::ModelConfig& model_config, const 
                                   const dist::ParallelContext& parallel, const MemoryTracker& tracker,
                                   int64_t max_tokens) {
   model::require_fits(model_config,
-                      training_memory(model_config, config, parallel.tp().size(), parallel.dp().size(), max_tokens),
+                      training_memory(model_config, config, parallel.tp().size(), parallel.dp_cp().size(),
+                                      local_token_capacity(max_tokens, parallel)),
                       memory_budget(tracker), "train");
   return model_config;
-}
-
-TensorView first_tokens(TensorView t_N, int64_t N) { return t_N.empty() ? t_N : t_N.slice(0, 0, N); }
-
-// The outputs of a micro-batch's N tokens, from a run that sequence parallel may have padded.
-model::ModelOutputs first_tokens(const model::ModelOutputs& run, int64_t N) {
-  model::ModelOutputs out = run;
-  out.logp_N = first_tokens(run.logp_N, N);
-  out.entropy_N = first_tokens(run.entropy_N, N);
-  out.logits_NV = first_tokens(run.logits_NV, N);
-  out.values_N = first_tokens(run.values_N, N);
-  return out;
-}
-
-model::OutputGrads first_tokens(const model::OutputGrads& run, int64_t N) {
-  return {first_tokens(run.dlogp_N, N), first_tokens(run.dentropy_N, N), first_tokens(run.dvalues_N, N)};
 }
 
 // The first offset of each part CausalLm reports complete (index `layer` + 1: the embedding, layers
@@ -153,12 +132,12 @@ int64_t end_of_part(const std::vector<int64_t>& offsets, size_t part, int64_t to
 // distributed optimizer (at DP 1 it owns everything, the same as without).
 optim::BucketPlan make_bucket_plan(const EngineConfig& config, const model::ParamLayout& layout,
                                    const std::vector<int64_t>& boundaries, const dist::ParallelContext& parallel) {
-  const int dp = parallel.dp().size();
+  const int dp = parallel.dp_cp().size();
   const int64_t bucket_size = config.overlap_grad_reduce
                                   ? config.bucket_size.value_or(optim::default_bucket_size(dp))
                                   : std::numeric_limits<int64_t>::max();
   const bool shard = config.use_distributed_optimizer && dp > 1;
-  return optim::BucketPlan(layout, boundaries, bucket_size, shard ? dp : 1, shard ? parallel.dp().rank() : 0);
+  return optim::BucketPlan(layout, boundaries, bucket_size, shard ? dp : 1, shard ? parallel.dp_cp().rank() : 0);
 }
 
 // This rank's shard of f32 values (none without sharding), lent to the gradients' reduce-scatter during
@@ -178,7 +157,7 @@ void warn_about_idle_keys(const EngineConfig& config, const dist::ParallelContex
   if (config.swap_optimizer && config.optimizer_offload)
     core::log_warning("megatron.optimizer_offload: with swap_optimizer the Adam moments are on the host tier "
                       "already: offloading the optimizer moves nothing");
-  if (parallel.dp().size() == 1) {
+  if (parallel.dp_cp().size() == 1) {
     for (const auto& [key, on] : {std::pair{"use_distributed_optimizer", config.use_distributed_optimizer},
                                   std::pair{"overlap_grad_reduce", config.overlap_grad_reduce},
                                   std::pair{"overlap_param_gather", config.overlap_param_gather}})
@@ -269,13 +248,13 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       grads_ready_offsets_(grads_ready_offsets(master_.layout(), model_config.num_hidden_layers)),
       bucket_plan_(make_bucket_plan(config_, master_.layout(), part_boundaries(grads_ready_offsets_), parallel)),
       shard_staging_(make_shard_staging(bucket_plan_, tracker)),
-      grad_reducer_(bucket_plan_, grads_, parallel.dp(), shard_staging_, &tracker),
-      param_gatherer_(bucket_plan_, shard_staging_, parallel.dp(), &tracker),
+      grad_reducer_(bucket_plan_, grads_, parallel.dp_cp(), shard_staging_, &tracker),
+      param_gatherer_(bucket_plan_, shard_staging_, parallel.dp_cp(), &tracker),
       split_(pipeline_split_of(config_, model_config, parallel)),
       optimizer_(optim_config, master_, compute_copy_ ? &*compute_copy_ : nullptr, bucket_plan_, kernels, parallel,
                  &tracker, state_placement(config_, parallel, fp32_split_ ? &*fp32_split_ : nullptr)),
       scheduler_(optim_config),
-      max_tokens_(padded_capacity(max_tokens_per_micro_batch, parallel)) {
+      max_tokens_(local_token_capacity(max_tokens_per_micro_batch, parallel)) {
   if (config_.sequence_parallel != parallel.sequence_parallel())
     throw ConfigError("sequence_parallel", fmt::format("{} but the engine's parallel context has it {}",
                                                        config_.sequence_parallel, parallel.sequence_parallel()));
@@ -320,7 +299,7 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
   release_master();
   for (int64_t v = 0; v < num_chunks; ++v) {
     model::CausalLm& chunk = *chunks_[size_t(v)];
-    if (config_.overlap_grad_reduce && parallel.dp().size() > 1)
+    if (config_.overlap_grad_reduce && parallel.dp_cp().size() > 1)
       chunk.set_grads_ready_hook([this, v](int64_t layer) {
         if (!grad_sync_enabled_[size_t(v)]) return;
         // The embedding's bucket waits for the embedding group's sum (reduce_gradients).
@@ -625,10 +604,10 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   const pipeline::PipelineSchedule schedule = pass_schedule(split_, config_, M, pass);
   const pipeline::StageActions& actions = schedule.stages[size_t(stage)];
 
-  // Every micro-batch's inputs, alive until the schedule ends (sequence parallel may pad them).
-  std::vector<std::optional<model::PackedSequences>> padded(static_cast<size_t>(M));
-  std::vector<model::ModelInputs> inputs;
-  for (int64_t i = 0; i < M; ++i) inputs.push_back(micro_batch_inputs(micro_batches[size_t(i)], temperature, parallel_, padded[size_t(i)]));
+  // Every micro-batch as this rank runs it (padded for SP, split for CP), alive until the schedule ends.
+  std::vector<std::unique_ptr<LocalMicroBatch>> local;
+  for (const TensorMap& mb : micro_batches)
+    local.push_back(std::make_unique<LocalMicroBatch>(mb, temperature, parallel_, max_tokens_));
   // What each (micro-batch, chunk) in flight saved.
   std::map<std::pair<int64_t, int64_t>, SavedMicroBatch*> saved_of;
   std::vector<double> micro_batch_loss(size_t(M), 0.0);
@@ -642,22 +621,22 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   const Stopwatch schedule_clock;
   work.transfer_dtype = compute_dtype_;
   work.transfer_shape = [&](int64_t i) {
-    const int64_t N = inputs[size_t(i)].seq_len;
+    const int64_t N = local[size_t(i)]->inputs().seq_len;
     return Shape{parallel_.sequence_parallel() ? N / parallel_.tp().size() : N, model_config_.hidden_size};
   };
   work.forward = [&](int64_t i, int64_t v, TensorView input) -> TensorView {
     const Stopwatch clock;
     model::CausalLm& chunk = *chunks_[size_t(v)];
     const TensorMap& mb = micro_batches[size_t(i)];
-    const int64_t N = mb.num_tokens();
+    LocalMicroBatch& micro_batch = *local[size_t(i)];
     SavedMicroBatch& saved = acquire_saved(v);
-    model::ModelInputs in = inputs[size_t(i)];
+    model::ModelInputs in = micro_batch.inputs();
     in.hidden_NC = input;
     const model::ModelOutputs run =
         chunk.forward(in, entropy, saved.activations,
                       forward_only == ForwardOnly::yes ? model::CausalLm::SavedFor::nothing
                                                        : model::CausalLm::SavedFor::backward);
-    if (v == 0) result.num_tokens += N;
+    if (v == 0) result.num_tokens += micro_batch.real_tokens();
     // Forward only, nothing is kept: the executor copies what it sends before the next action, and the head's
     // outputs are read below, before the slot goes back (which takes its head part back).
     if (forward_only == ForwardOnly::no) saved_of[{i, v}] = &saved;
@@ -666,12 +645,12 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
       pipeline_times_.forward_s[size_t(v)] += clock.seconds();
       return run.hidden_NC;
     }
-    const model::ModelOutputs out = first_tokens(run, N);
+    // The loss sees the micro-batch's tokens (with CP every rank's, gathered) and its gradients go to this rank's.
+    const model::ModelOutputs out = micro_batch.outputs(run);
     const model::OutputGrads run_grads = output_grads(saved, in.seq_len, entropy);
-    for (TensorView grad : {run_grads.dlogp_N, run_grads.dentropy_N, run_grads.dvalues_N})
-      if (!grad.empty()) fill_zero(grad);
-    const model::OutputGrads loss_grads = first_tokens(run_grads, N);
+    const model::OutputGrads loss_grads = micro_batch.loss_grads(run_grads);
     const LossOutput loss = loss_fn(mb, out, context, loss_grads);
+    micro_batch.local_grads(loss_grads, run_grads);
     result.loss += loss.loss;
     micro_batch_loss[size_t(i)] = loss.loss;
     if (i == M - 1) sum_loss_over_dp();
@@ -695,7 +674,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     saved_of.erase({i, v});
     model::OutputGrads grads;
     if (chunk.span().post_process)
-      grads = output_grads(saved, inputs[size_t(i)].seq_len, entropy);
+      grads = output_grads(saved, local[size_t(i)]->inputs().seq_len, entropy);
     else
       grads.dhidden_NC = output_grad;
     // The first backward after the gradients were zeroed writes the linear weights' gradients instead of

@@ -34,14 +34,15 @@ AttentionParams AttentionParams::bind(const Store& s, int64_t l, const ModelConf
 template AttentionParams AttentionParams::bind<ParamStore>(const ParamStore&, int64_t, const ModelConfig&);
 template AttentionParams AttentionParams::bind<GradBuffer>(const GradBuffer&, int64_t, const ModelConfig&);
 
-AttentionBlock::AttentionBlock(const ModelConfig& c, int64_t tp_size)
+AttentionBlock::AttentionBlock(const ModelConfig& c, int64_t tp_size, int cp_size, dist::CpCommType cp_comm_type)
     : qk_norm_(c.qk_norm),
       eps_(c.rms_norm_eps),
       rope_{.theta = c.rope_theta, .rotary_dim = 0, .scaling = c.rope_scaling},
       C_(c.hidden_size),
       H_(c.num_attention_heads / tp_size),
       K_(c.num_key_value_heads / tp_size),
-      D_(c.head_dim) {}
+      D_(c.head_dim),
+      context_(H_, K_, D_, cp_size, cp_comm_type) {}
 
 std::vector<SavedTensorSpec<AttentionSaved>> AttentionBlock::saved_tensors(int64_t N, DType dtype,
                                                                            const SelectiveRecompute& discard) const {
@@ -121,6 +122,11 @@ void AttentionBlock::core_attention(const LayerContext& ctx, const BatchShape& s
                                     PagedOrderScratch& paged_order) const {
   const auto& k = ctx.kernels;
   const int64_t B = shape.batch, T = shape.seq_len;
+  if (shape.context) {
+    RF_CHECK(ctx.cp_scratch != nullptr, "context-parallel attention without its workspace");
+    context_.forward(ctx, *shape.context, q_NHD, k_NKD, v_NKD, attn_NHD, lse.slice(0, 0, B * H_ * T), *ctx.cp_scratch);
+    return;
+  }
   TensorView lse_BHT = lse.slice(0, 0, B * H_ * T).reshape({B, H_, T});
   if (k.batch_invariant())
     attention_forward_paged_order(k, shape.cu_seqlens, B, T, q_NHD, k_NKD, v_NKD, attn_NHD, lse_BHT, paged_order);
@@ -134,9 +140,10 @@ void AttentionBlock::forward(const LayerContext& ctx, const BatchShape& shape, c
   const auto& k = ctx.kernels;
   const int64_t N = shape.num_tokens();
   const Projected p = project_qkv(ctx, N, shape.local_tokens, w, x_NC, s, d);
-  if (k.batch_invariant()) {
+  if (rotates_first(ctx, shape)) {
     // The rollout's arithmetic (paged_order_attention.h): q and k rotated as the rollout rotates them,
-    // and saved rotated, so backward runs the attention without RoPE and rotates the gradients back.
+    // and saved rotated, so backward runs the attention without RoPE and rotates the gradients back. Context
+    // parallel: the ring passes keys rotated at their own positions.
     k.rope_forward(rope_, shape.positions_N, p.q_NHD);
     k.rope_forward(rope_, shape.positions_N, p.k_NKD);
   }
@@ -186,13 +193,18 @@ void AttentionBlock::backward(const LayerContext& ctx, const BatchShape& shape, 
   TensorView q_NHD = rows(s.q_NHD, N), k_NKD = rows(s.k_NKD, N), v_NKD = rows(s.v_NKD, N);
   TensorView dq_NHD = rows(scratch.dq_NHD, N), dk_NKD = rows(scratch.dk_NKD, N), dv_NKD = rows(scratch.dv_NKD, N);
   TensorView lse_BHT = held(s.lse_BHT, d.lse_BHT).view().slice(0, 0, B * H_ * T).reshape({B, H_, T});
-  kernels::AttentionParams params = attention_params(shape);
-  if (k.batch_invariant()) params.rope.reset();  // q and k were saved rotated (forward)
-  k.attention_backward(params, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
-                       v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT,
-                       dattn_NHD.reshape({B, T, H_, D_}), dq_NHD.reshape({B, T, H_, D_}),
-                       dk_NKD.reshape({B, T, K_, D_}), dv_NKD.reshape({B, T, K_, D_}));
-  if (k.batch_invariant()) {
+  if (shape.context) {
+    context_.backward(ctx, *shape.context, q_NHD, k_NKD, v_NKD, attn_NHD, lse_BHT.reshape({B * H_ * T}), dattn_NHD,
+                      dq_NHD, dk_NKD, dv_NKD, *ctx.cp_scratch);
+  } else {
+    kernels::AttentionParams params = attention_params(shape);
+    if (k.batch_invariant()) params.rope.reset();  // q and k were saved rotated (forward)
+    k.attention_backward(params, q_NHD.reshape({B, T, H_, D_}), k_NKD.reshape({B, T, K_, D_}),
+                         v_NKD.reshape({B, T, K_, D_}), attn_NHD.reshape({B, T, H_, D_}), lse_BHT,
+                         dattn_NHD.reshape({B, T, H_, D_}), dq_NHD.reshape({B, T, H_, D_}),
+                         dk_NKD.reshape({B, T, K_, D_}), dv_NKD.reshape({B, T, K_, D_}));
+  }
+  if (rotates_first(ctx, shape)) {
     k.rope_backward(rope_, shape.positions_N, dq_NHD);
     k.rope_backward(rope_, shape.positions_N, dk_NKD);
   }

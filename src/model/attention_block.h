@@ -10,10 +10,14 @@
 // is row-parallel; the region's entry and exit (TpCopy / TpReduce, or with sequence parallel the
 // gather / reduce-scatter of the sequence) are tp_region.h's. x and h are this rank's rows of the
 // residual stream (all N tokens, or N / tp with SP); everything between covers all N tokens.
+// Context parallel (BatchShape::context set): the tokens are this CP rank's share of the micro-batch, q and k are
+// rotated first (and saved so: the ring sends rotated keys), and attention runs over the CP group
+// (context_attention.h) in the layer context's CP workspace.
 // Legend: N tokens, C hidden, H query heads, K kv heads, D head dim.
 #pragma once
 
 #include "core/tensor.h"
+#include "model/context_attention.h"
 #include "model/layer_context.h"
 #include "model/model_config.h"
 #include "model/paged_batch.h"
@@ -65,7 +69,12 @@ struct AttentionScratch {
 
 class AttentionBlock {
  public:
-  AttentionBlock(const ModelConfig& config, int64_t tp_size);
+  AttentionBlock(const ModelConfig& config, int64_t tp_size, int cp_size = 1,
+                 dist::CpCommType cp_comm_type = dist::CpCommType::p2p);
+  // The context-parallel attention's workspace for up to max_local_tokens tokens (nothing without CP).
+  void reserve(ContextAttentionScratch& scratch, int64_t max_local_tokens, DType dtype, TensorAccount account) const {
+    context_.reserve(scratch, max_local_tokens, dtype, account);
+  }
 
   // What forward keeps for backward of up to max_tokens tokens, those `discard` recomputes marked discarded
   // (core_attn: the attention output and lse; layernorm: the pre-norm's output and rstd).
@@ -104,7 +113,11 @@ class AttentionBlock {
   // into `s` (the norm's output and statistics into `d` where `s` has no room for them).
   Projected project_qkv(const LayerContext& ctx, int64_t N, int64_t n, const AttentionParams& w, TensorView x_NC,
                         AttentionSaved& s, AttentionSaved& d) const;
-  // The attention kernel on q, k and v (rotated already with a batch-invariant registry), into attn and lse.
+  // Whether q and k are rotated before the attention (and saved so) rather than inside its kernel.
+  static bool rotates_first(const LayerContext& ctx, const BatchShape& shape) {
+    return ctx.kernels.batch_invariant() || shape.context != nullptr;
+  }
+  // The attention kernel on q, k and v (rotated already with a batch-invariant registry or CP), into attn and lse.
   void core_attention(const LayerContext& ctx, const BatchShape& shape, TensorView q_NHD, TensorView k_NKD,
                       TensorView v_NKD, TensorView attn_NHD, TensorView lse, PagedOrderScratch& paged_order) const;
   // Causal attention over the batch's documents, with RoPE at the tokens' positions.
@@ -114,6 +127,7 @@ class AttentionBlock {
   double eps_;
   kernels::RopeParams rope_;
   int64_t C_, H_, K_, D_;  // H and K are per TP rank
+  ContextAttention context_;
 };
 
 }  // namespace rf::model

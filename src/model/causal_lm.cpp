@@ -2,6 +2,7 @@
 
 #include "core/element_access.h"
 #include "dist/tp_comm.h"
+#include "model/context_split.h"
 
 namespace rf::model {
 
@@ -39,7 +40,7 @@ CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& 
       parallel_(parallel),
       activations_account_{tracker, MemoryTier::device, MemoryCategory::activations},
       workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
-      attention_(config, parallel.tp().size()),
+      attention_(config, parallel.tp().size(), parallel.cp().size(), parallel.cp_comm_type()),
       mlp_(config, parallel.tp().size()),
       vocab_rows_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shape[0] : 0),
       vocab_start_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shard_start : 0),
@@ -80,13 +81,14 @@ LayerContext CausalLm::context() const {
     ctx.sp_full_NC = sp_full_NC_;
     ctx.sp_local_NC = sp_local_NC_;
   }
+  if (parallel_.cp().size() > 1) ctx.cp_scratch = &context_scratch_;
   return ctx;
 }
 
 BatchShape CausalLm::batch_shape(const ModelInputs& in) const {
   const int64_t N = in.batch * in.seq_len;
   const int64_t n = parallel_.sequence_parallel() ? N / parallel_.tp().size() : N;
-  return BatchShape{in.batch, in.seq_len, n, in.positions_N, in.cu_seqlens};
+  return BatchShape{in.batch, in.seq_len, n, in.positions_N, in.cu_seqlens, in.context};
 }
 
 void CausalLm::set_recompute(const RecomputePolicy& policy) {
@@ -155,6 +157,7 @@ void CausalLm::reserve(int64_t N) {
     sp_full_NC_ = Tensor({N, C}, dtype, workspace_account_);
     sp_local_NC_ = Tensor({N, C}, dtype, workspace_account_);
   }
+  attention_.reserve(context_scratch_, N, dtype, workspace_account_);
 }
 
 CausalLm::Activations CausalLm::make_activations() {
@@ -240,6 +243,7 @@ void CausalLm::set_activations_resident(bool resident) {
   head_scratch_.for_each_tensor(apply);
   value_scratch_.for_each_tensor(apply);
   attention_scratch_.for_each_tensor(apply);
+  context_scratch_.for_each_tensor(apply);
   mlp_scratch_.for_each_tensor(apply);
   for (Tensor* t : {&dresid_NC_, &gathered_logits_V_, &sp_full_NC_, &sp_local_NC_}) apply(*t);
   activations_resident_ = resident;
@@ -262,6 +266,12 @@ void CausalLm::validate(const ModelInputs& in) const {
   RF_CHECK(!parallel_.sequence_parallel() || N % parallel_.tp().size() == 0,
            "inputs: sequence parallel splits the {} tokens over {} TP ranks; pad the micro-batch to a multiple", N,
            parallel_.tp().size());
+  if (parallel_.cp().size() > 1)
+    RF_CHECK(in.context != nullptr && in.context->cp_size() == parallel_.cp().size() &&
+                 in.context->cp_rank() == parallel_.cp().rank() && in.context->local_tokens() == N && in.batch == 1,
+             "inputs: context parallel over {} ranks needs this rank's part of a ContextSplit micro-batch (one "
+             "packed row) as inputs",
+             parallel_.cp().size());
   const int64_t n = batch_shape(in).local_tokens;
   if (span_.pre_process)
     RF_CHECK(in.hidden_NC.empty(), "inputs: hidden_NC given to a model chunk that runs the embedding");

@@ -122,6 +122,8 @@ class CausalLm {
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.
   void reserve(int64_t max_tokens);
+  // Context parallel: where the ring attention's time went since the caller last reset it (context_attention.h).
+  RingTimes& ring_times() { return context_scratch_.times; }
   // Activations for this model, accounted to the tracker's activations: both parts; the layers' part alone
   // (what any chunk with as many layers saves below its head); the head's alone (only a chunk with the head).
   Activations make_activations();
@@ -263,6 +265,8 @@ class CausalLm {
   };
   Discarded discarded_;
   AttentionScratch attention_scratch_;
+  // Context parallel only; mutable as context() hands it out (its tensors are workspace, like the views above).
+  mutable ContextAttentionScratch context_scratch_;
   MlpScratch mlp_scratch_;
   LmHeadScratch head_scratch_;
   ValueHeadScratch value_scratch_;

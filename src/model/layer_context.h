@@ -10,6 +10,9 @@
 
 namespace rf::model {
 
+class ContextSplit;
+struct ContextAttentionScratch;
+
 struct LayerContext {
   const kernels::KernelRegistry& kernels;
   dist::ParallelContext& parallel;
@@ -22,6 +25,8 @@ struct LayerContext {
   // gathered or partial full rows and for this rank's local rows.
   TensorView sp_full_NC, sp_local_NC;
   // Their first n rows (empty views without sequence parallel).
+  // Context parallel only (context_attention.h): the attention's workspace shared by all layers.
+  ContextAttentionScratch* cp_scratch = nullptr;
   TensorView sp_full(int64_t n) const { return sp_full_NC.empty() ? TensorView() : sp_full_NC.slice(0, 0, n); }
   TensorView sp_local(int64_t n) const { return sp_local_NC.empty() ? TensorView() : sp_local_NC.slice(0, 0, n); }
 };
@@ -37,6 +42,8 @@ struct BatchShape {
   int64_t num_tokens() const { return batch * seq_len; }
   TensorView positions_N;
   std::span<const int32_t> cu_seqlens;
+  // Context parallel: how the micro-batch is split over the CP group (these are this rank's tokens); else null.
+  const ContextSplit* context = nullptr;
 };
 
 }  // namespace rf::model

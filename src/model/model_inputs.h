@@ -10,6 +10,8 @@
 
 namespace rf::model {
 
+class ContextSplit;
+
 struct ModelInputs {
   int64_t batch = 1;    // B
   int64_t seq_len = 0;  // T
@@ -22,6 +24,8 @@ struct ModelInputs {
   // A pipeline chunk without the embedding (causal_lm.h's ModelSpan): its input, the previous chunk's output
   // (this rank's rows of the residual stream). Copied by forward.
   TensorView hidden_NC;
+  // Context parallel: the split these inputs are this CP rank's part of (context_split.h); null without CP.
+  const ContextSplit* context = nullptr;
 };
 
 // Views into the model's own buffers: valid until the next forward. An LM head fills the first four,

@@ -102,7 +102,7 @@ double AdamWOptimizer::grad_norm(const model::GradBuffer& grads) const {
   double sum_squares = owned_sum_squares(grads);
   sum_squares = parallel_.tp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   sum_squares = parallel_.pp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
-  if (shards_.sharded()) sum_squares = parallel_.dp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
+  if (shards_.sharded()) sum_squares = parallel_.dp_cp().all_reduce_scalar(sum_squares, dist::ReduceOp::sum);
   return std::sqrt(sum_squares);
 }
 

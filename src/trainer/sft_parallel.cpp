@@ -9,6 +9,7 @@
 #include "config/yaml_json.h"
 #include "core/error.h"
 #include "engine/parallel_setup.h"
+#include "engine/pipeline_stage.h"
 #include "model/param_layout.h"
 
 namespace rf::trainer {
@@ -84,10 +85,11 @@ void check_parallel_layout(const SftConfig& config, int world_size) {
     rethrow_under_megatron(e);
   }
   std::optional<model::PipelineSplit> split;
-  if (megatron.tensor_model_parallel_size > 1 || megatron.splits_layers()) {
+  if (megatron.tensor_model_parallel_size > 1 || megatron.splits_layers() || megatron.context_parallel_size > 1) {
     const model::ModelConfig shape = model_shape(config.model);
     try {
       model::check_tp_divides(shape, megatron.tensor_model_parallel_size);
+      engine::check_context_parallel(megatron, shape);
     } catch (const ConfigError& e) {
       rethrow_under_megatron(e, model_source(config.model));
     }

@@ -25,6 +25,7 @@
 #include "engine/generation_copy.h"
 #include "engine/greedy_decode.h"
 #include "engine/hf_checkpoint.h"
+#include "engine/local_micro_batch.h"
 #include "engine/train_engine.h"
 #include "kernels/gemm_choice.h"
 #include "kernels/gemm_peak.h"
@@ -75,9 +76,10 @@ model::ModelConfig make_model_config(const ModelSection& m, const RunTokenizer& 
 }
 
 // Tokens the engine runs at once: evaluation packs many prompts per forward, so room for a few hundred
-// short problems whatever the micro-batch.
-int64_t engine_capacity(const data::DataConfig& data) {
-  return std::max<int64_t>(data.micro_batch_size_per_gpu * data.max_length, 4096);
+// short problems whatever the micro-batch; with context parallel, each example as it pads it.
+int64_t engine_capacity(const data::DataConfig& data, const engine::EngineConfig& megatron) {
+  const int64_t example = engine::context_parallel_length(data.max_length, megatron.context_parallel_size);
+  return std::max<int64_t>(data.micro_batch_size_per_gpu * example, 4096);
 }
 
 // `model_config`, once the engine this run builds for it fits this machine's memory: checked before
@@ -85,10 +87,12 @@ int64_t engine_capacity(const data::DataConfig& data) {
 // model's dimensions). TrainEngine checks the same estimate again. A new model's keys are model.config's.
 model::ModelConfig fitting(model::ModelConfig model_config, const SftConfig& config, int world_size) {
   const int64_t tp = config.megatron.tensor_model_parallel_size, pp = config.megatron.pipeline_model_parallel_size;
+  const int64_t cp = config.megatron.context_parallel_size;
   try {
+    // The distributed optimizer shards over DP x CP; a CP rank holds its share of a micro-batch's tokens.
     model::require_fits(model_config,
                         engine::training_memory(model_config, config.megatron, tp, world_size / (tp * pp),
-                                                engine_capacity(config.data)),
+                                                (engine_capacity(config.data, config.megatron) + cp - 1) / cp),
                         machine_memory_budget(), "train");
   } catch (const ConfigError& e) {
     if (config.model.path) throw;
@@ -120,15 +124,33 @@ struct Evaluation {
   int64_t num_examples = 0;
 };
 
-// At PP > 1 no rank holds the whole model: each decodes with a generation copy gathered from the stages, and the
-// pipeline's stages take turns at the batches of prompts (PP as DP, as the RL rollout), their scores summed.
+// Greedy decoding of the validation prompts. At PP > 1 no rank holds the whole model: each decodes with a
+// generation copy gathered from the stages. Decoding runs without context parallel (prompts are short and the
+// model's CP attention expects split micro-batches): with CP each rank decodes over its TP group alone, on the
+// engine's weights (or the generation copy). The pipeline's stages and the CP ranks take turns at the batches of
+// prompts (as DP, like the RL rollout), their scores summed.
 Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, const RunTokenizer& tokens,
                     const data::SftBatchBuilder& builder, const data::DataConfig& data, int64_t capacity,
                     const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker) {
+  const int64_t cp = parallel.cp().size();
+  std::optional<dist::ParallelContext> tp_only;
+  if (cp > 1) {
+    dist::ParallelDims dims;
+    dims.world_size = parallel.tp().size();
+    dims.tensor_model_parallel_size = parallel.tp().size();
+    tp_only.emplace(dist::ParallelContext::create(dist::RankLayout(dims), parallel.tp(), false));
+  }
+  dist::ParallelContext& decoding = tp_only ? *tp_only : parallel;
   std::optional<engine::GenerationCopy> copy;
-  if (parallel.pp().size() > 1) copy.emplace(engine, kernels, parallel, tracker, capacity);
-  model::CausalLm& model = copy ? copy->model() : engine.model();
-  const int64_t stages = parallel.pp().size(), stage = parallel.pp().rank();
+  std::optional<model::CausalLm> on_engine_weights;
+  if (parallel.pp().size() > 1) {
+    copy.emplace(engine, kernels, decoding, tracker, capacity);
+  } else if (cp > 1) {
+    on_engine_weights.emplace(engine.model_config(), engine.compute_weights(), nullptr, kernels, decoding, &tracker);
+    on_engine_weights->reserve(capacity);
+  }
+  model::CausalLm& model = copy ? copy->model() : on_engine_weights ? *on_engine_weights : engine.model();
+  const int64_t stages = parallel.pp().size() * cp, stage = parallel.pp().rank() * cp + parallel.cp().rank();
   int64_t batch = 0;
   const int64_t count = int64_t(std::min<uint64_t>(uint64_t(data.val_size), source.num_val()));
   // Padded embedding rows the tokenizer has no text for are never generated.
@@ -156,7 +178,10 @@ Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, co
       correct += source.score(tokens.tokenizer->decode(generated[i], data::SpecialTokens::skip),
                               examples[i].ground_truth);
   }
-  if (stages > 1) correct = parallel.pp().all_reduce_scalar(correct, dist::ReduceOp::sum);  // 0/1 scores: exact
+  // 0/1 scores: exact. Every rank of a stage's TP group and of its DP replicas scored the same batches.
+  if (stages > 1)
+    correct = parallel.role().all_reduce_scalar(correct, dist::ReduceOp::sum) /
+              double(parallel.tp().size() * parallel.dp().size());
   return {count ? correct / double(count) : 0.0, count};
 }
 
@@ -179,7 +204,7 @@ class SftTrainer : public Trainable {
         model_config_(fitting(source_folder_ ? source_folder_->config : make_model_config(config.model, tokens_),
                               config, world.size())),
         export_folder_(checked_export_folder(config.model, data_, source_folder_, model_config_, tokens_)),
-        capacity_(engine_capacity(data_)),
+        capacity_(engine_capacity(data_, config.megatron)),
         builder_(*tokens_.tokenizer, tokens_.special_ids,
                  data::SftPackingConfig{data_.max_length, data_.micro_batch_size_per_gpu * data_.max_length}),
         parallel_(engine::make_parallel_context(config.megatron, world)),
@@ -234,8 +259,10 @@ class SftTrainer : public Trainable {
     const double grad_norm = engine_.optimizer_step(fmt::format("step {}, SFT update", step));
     if (!engine_.last_step_skipped()) engine_.lr_step();  // as Megatron: a skipped step leaves the schedule
     const double seconds = step_clock.seconds();
-    // Each DP rank ran its share of the batch (its TP ranks the same share): sum over DP.
-    const int64_t step_tokens = int64_t(parallel_.dp().all_reduce_scalar(double(fb.num_tokens), dist::ReduceOp::sum));
+    // Each DP rank ran its share of the batch (its TP ranks the same share, its CP ranks a part of each
+    // micro-batch): the tokens sum over DP x CP, the FLOPs (of whole micro-batches) over DP.
+    const int64_t step_tokens =
+        int64_t(parallel_.dp_cp().all_reduce_scalar(double(fb.num_tokens), dist::ReduceOp::sum));
     flops = parallel_.dp().all_reduce_scalar(flops, dist::ReduceOp::sum);
     tokens_run_ += step_tokens;
     train_seconds_ += seconds;

@@ -105,6 +105,21 @@ void expect_params_match(const model::ParamLayout& layout, TensorView flat, cons
   }
 }
 
+// A forward-only pass's log-probs and entropy against the one-rank engine's, micro-batch by micro-batch.
+inline void expect_outputs_match(const std::vector<engine::TensorMap>& got,
+                                 const std::vector<engine::TensorMap>& one_rank, const char* engine) {
+  SCOPED_TRACE(engine);
+  ASSERT_EQ(got.size(), one_rank.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    for (const char* key : {"log_probs", "entropy"}) {
+      const TensorView a = got[i].get(key), b = one_rank[i].get(key);
+      ASSERT_EQ(a.shape(), b.shape()) << key;
+      Tensor diff(a.shape(), DType::f64);
+      for (int64_t n = 0; n < a.numel(); ++n) store_f64(diff, n, load_f64(a, n) - load_f64(b, n));
+      EXPECT_LE(norm(diff), 1e-5 * norm(b) + 1e-8) << key << " mb " << i;
+    }
+}
+
 // The optimizer of both engines: AdamW at lr 1e-4 (tp_equivalence_mpi_test.cpp: AdamW turns f32 summation-order
 // noise into ~lr moves).
 inline optim::OptimConfig equivalence_optim() {
@@ -124,7 +139,7 @@ inline void expect_three_steps_match(engine::TrainEngine& parallel, engine::Trai
                                      const std::function<void()>& after_backward = {}) {
   const model::ParamLayout& params = parallel.master_weights().layout();
   const Tensor gather_staging({parallel.bucket_plan().shard_numel()}, DType::f32);
-  engine::ShardGatherer grad_gatherer(parallel.bucket_plan(), gather_staging, context.dp(), nullptr);
+  engine::ShardGatherer grad_gatherer(parallel.bucket_plan(), gather_staging, context.dp_cp(), nullptr);
   const int64_t per_rank = kMicroBatchesPerStep / context.dp().size(), first = context.dp().rank() * per_rank;
   for (int step = 0; step < 3; ++step) {
     const std::string at = "step " + std::to_string(step);

@@ -40,21 +40,6 @@ struct PipelineLayout {
   model::PipelineSplitConfig split;
 };
 
-// A forward-only pass's log-probs and entropy against the one-rank engine's, micro-batch by micro-batch.
-void expect_outputs_match(const std::vector<engine::TensorMap>& got, const std::vector<engine::TensorMap>& one_rank,
-                          const char* engine) {
-  SCOPED_TRACE(engine);
-  ASSERT_EQ(got.size(), one_rank.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    for (const char* key : {"log_probs", "entropy"}) {
-      const TensorView a = got[i].get(key), b = one_rank[i].get(key);
-      ASSERT_EQ(a.shape(), b.shape()) << key;
-      Tensor diff(a.shape(), DType::f64);
-      for (int64_t n = 0; n < a.numel(); ++n) store_f64(diff, n, load_f64(a, n) - load_f64(b, n));
-      EXPECT_LE(parallel_testing::norm(diff), 1e-5 * parallel_testing::norm(b) + 1e-8) << key << " mb " << i;
-    }
-}
-
 void check_pipeline_matches_one_rank(const PipelineLayout& layout) {
   SCOPED_TRACE(layout.name);
   dist::ParallelDims dims;
@@ -93,14 +78,14 @@ void check_pipeline_matches_one_rank(const PipelineLayout& layout) {
                                                  model::EntropyOutput::compute);
   const auto logp_one = single.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0,
                                                 model::EntropyOutput::compute);
-  expect_outputs_match(logp_pp, logp_one, "TrainEngine");
+  parallel_testing::expect_outputs_match(logp_pp, logp_one, "TrainEngine");
   // The forward-only engine (the reference's and the reward model's) at the same layout, given the one-rank
   // engine's weights.
   engine::InferEngine frozen(engine_config, config, kernels, context, tracker, 64);
   EXPECT_LT(frozen.weights().layout().num_parameters(), single.master_weights().layout().num_parameters())
       << "an InferEngine's stage holds a part of the model";
   single.export_weights([&](const std::string& name, TensorView full) { frozen.update_weights(name, full); });
-  expect_outputs_match(
+  parallel_testing::expect_outputs_match(
       frozen.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute), logp_one,
       "InferEngine");
 }

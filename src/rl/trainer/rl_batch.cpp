@@ -1,5 +1,7 @@
 #include "rl/trainer/rl_batch.h"
 
+#include "engine/local_micro_batch.h"
+
 #include <algorithm>
 
 #include "core/element_access.h"
@@ -88,12 +90,14 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
 
 std::vector<std::vector<int64_t>> split_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
                                                       int64_t responses_per_micro_batch, int64_t max_tokens,
-                                                      dist::ProcessGroup& dp) {
+                                                      int64_t cp_size, dist::ProcessGroup& dp) {
   std::vector<std::vector<int64_t>> micro_batches;
   if (max_tokens > 0) {
     std::vector<int64_t> seqlens;
-    for (const int64_t i : indices) seqlens.push_back(num_tokens(batch[size_t(i)]));
-    for (const std::vector<int64_t>& positions : rl::make_dynamic_micro_batches(seqlens, max_tokens, dp)) {
+    for (const int64_t i : indices)
+      seqlens.push_back(engine::context_parallel_length(num_tokens(batch[size_t(i)]), cp_size));
+    for (const std::vector<int64_t>& positions :
+         rl::make_dynamic_micro_batches(seqlens, max_tokens * cp_size, dp)) {
       micro_batches.emplace_back();
       for (const int64_t k : positions) micro_batches.back().push_back(indices[size_t(k)]);
     }

@@ -50,12 +50,12 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
 
 // Cuts `indices` (this DP rank's share of a pass) into micro-batches: of `responses_per_micro_batch`
 // responses in order, or, when `max_tokens` > 0 (use_dynamic_bsz), by tokens: each micro-batch within
-// max_tokens, balanced by workload, the same count on every rank of `dp` (rl/dynamic_micro_batches.h;
-// collective over `dp` then). Every response must fit max_tokens (the config checks prompt + response
-// length against it).
+// max_tokens x cp_size, each response counted as context parallel pads it (engine/local_micro_batch.h), balanced
+// by workload, the same count on every rank of `dp` (rl/dynamic_micro_batches.h; collective over `dp` then).
+// Every response must fit (the config checks prompt + response length against max_tokens).
 std::vector<std::vector<int64_t>> split_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
                                                       int64_t responses_per_micro_batch, int64_t max_tokens,
-                                                      dist::ProcessGroup& dp);
+                                                      int64_t cp_size, dist::ProcessGroup& dp);
 
 // The per-position column `values_N` of a micro-batch made from `indices`, read back into the
 // responses' per-token `column` (e.g. &RlResponse::old_log_probs).

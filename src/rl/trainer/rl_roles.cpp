@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/index_permutation.h"
+#include "engine/local_micro_batch.h"
 #include "model/hf_folder.h"
 #include "rl/agg_loss.h"
 
@@ -34,20 +35,23 @@ rl::CriticLossConfig critic_loss_config(const RlConfig& config) {
 // A role's micro-batch cut: `micro` responses (null: its DP share of a mini-batch of
 // `mini_batch_responses` in one), or by tokens up to `max_tokens` with `dynamic` (use_dynamic_bsz).
 MicroBatching role_batching(int64_t mini_batch_responses, std::optional<int64_t> micro, bool dynamic,
-                            int64_t max_tokens, int64_t dp_size) {
-  return {micro.value_or(mini_batch_responses / dp_size), dynamic ? max_tokens : 0};
+                            int64_t max_tokens, int64_t dp_size, const engine::EngineConfig& megatron) {
+  return {micro.value_or(mini_batch_responses / dp_size), dynamic ? max_tokens : 0, megatron.context_parallel_size};
 }
 
-// A role's data-parallel size from its placement alone (its ranks over its TP size), the same on every rank.
-// A role's replicas: its ranks over TP x PP (its pipeline stages share each replica's data).
+// A role's data-parallel size from its placement alone, the same on every rank: its ranks over TP x PP x CP (its
+// pipeline stages and context-parallel ranks share each replica's data).
 int64_t role_dp_size(const std::vector<int>& ranks, const dist::ProcessGroup& world, const engine::EngineConfig& megatron) {
   return (ranks.empty() ? int64_t(world.size()) : int64_t(ranks.size())) /
-         (megatron.tensor_model_parallel_size * megatron.pipeline_model_parallel_size);
+         (megatron.tensor_model_parallel_size * megatron.pipeline_model_parallel_size *
+          megatron.context_parallel_size);
 }
 
-// Tokens an engine's micro-batch may hold: `responses` of the longest documents, or the token budget.
+// Tokens an engine's micro-batch may hold: `responses` of the longest documents, or the token budget (per rank,
+// so x CP), each document as context parallel pads it.
 int64_t engine_capacity(const MicroBatching& batching, int64_t responses, int64_t longest) {
-  return batching.max_tokens > 0 ? std::max(batching.max_tokens, longest) : responses * longest;
+  const int64_t padded = engine::context_parallel_length(longest, batching.cp_size);
+  return batching.max_tokens > 0 ? std::max(batching.max_tokens * batching.cp_size, padded) : responses * padded;
 }
 
 std::vector<int64_t> iota(int64_t n) {
@@ -67,7 +71,7 @@ using EnginePass = std::function<std::vector<engine::TensorMap>(const std::vecto
 PassRun run_micro_batches(const RlBatch& batch, const std::vector<int64_t>& mine, const MicroBatching& batching,
                           dist::ProcessGroup& dp, const EnginePass& engine_pass) {
   PassRun run;
-  run.groups = split_micro_batches(batch, mine, batching.responses, batching.max_tokens, dp);
+  run.groups = split_micro_batches(batch, mine, batching.responses, batching.max_tokens, batching.cp_size, dp);
   for (const std::vector<int64_t>& g : run.groups) run.inputs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
   run.outputs = engine_pass(run.inputs);
   return run;
@@ -118,7 +122,8 @@ std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std:
   const std::vector<int64_t> mine = dp_shares(batch, indices, pass.dp.size(), pass.balance)[size_t(pass.dp.rank())];
   std::vector<engine::TensorMap> result;
   for (const std::vector<int64_t>& group :
-       split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens, pass.dp))
+       split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens, pass.batching.cp_size,
+                           pass.dp))
     result.push_back(make_micro_batch(batch, group, pass.columns, pass.with_ref));
   return result;
 }
@@ -176,7 +181,7 @@ engine::rollout::RolloutSamplingParams val_sampling(const RolloutSection& rollou
 }
 
 MicroBatching old_log_prob_batching(const RolloutSection& rollout, const MicroBatching& actor) {
-  return {rollout.log_prob_micro_batch_size_per_gpu.value_or(actor.responses), actor.max_tokens};
+  return {rollout.log_prob_micro_batch_size_per_gpu.value_or(actor.responses), actor.max_tokens, actor.cp_size};
 }
 
 RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config, dist::ProcessGroup& world,
@@ -189,19 +194,23 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
   const RolloutSection& r = config.actor_rollout_ref.rollout;
   const std::vector<int>& critic_ranks = placement.critic.empty() ? placement.actor : placement.critic;
   actor_batching_ = role_batching(a.ppo_mini_batch_size * r.sampling.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
-                                  a.ppo_max_token_len_per_gpu,
-                                  role_dp_size(placement.actor, world, a.megatron));
+                                  a.ppo_max_token_len_per_gpu, role_dp_size(placement.actor, world, a.megatron),
+                                  a.megatron);
   const int64_t longest = config.prompt_length() + config.response_length();
   log_prob_batching_ = old_log_prob_batching(r, actor_batching_);
   temperature_ = train_sampling(r, config.response_length(), 0).logprob_temperature();
   HybridEngine::Capacities capacities;
   capacities.actor = engine_capacity(actor_batching_, std::max(actor_batching_.responses, log_prob_batching_.responses),
                                      longest);
-  capacities.ref = capacities.actor;
+  MicroBatching ref_batching = actor_batching_;
+  ref_batching.cp_size = config.actor_rollout_ref.ref.megatron.context_parallel_size;
+  capacities.ref = engine_capacity(ref_batching, std::max(actor_batching_.responses, log_prob_batching_.responses),
+                                   longest);
   if (config.reward_model.enable) {
     const RewardModelSection& rm = config.reward_model;
     reward_model_batching_ = {rm.micro_batch_size_per_gpu.value_or(log_prob_batching_.responses),
-                              rm.use_dynamic_bsz.value_or(a.use_dynamic_bsz) ? rm.forward_max_token_len_per_gpu : 0};
+                              rm.use_dynamic_bsz.value_or(a.use_dynamic_bsz) ? rm.forward_max_token_len_per_gpu : 0,
+                              rm.megatron.context_parallel_size};
     capacities.reward_model = engine_capacity(reward_model_batching_, reward_model_batching_.responses,
                                               std::max(longest, rm.max_length.value_or(0)));
   }
@@ -209,7 +218,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
     critic_loss_.emplace(critic_loss_config(config));
     critic_batching_ = role_batching(config.critic_ppo_mini_batch_size() * r.sampling.n, config.critic.ppo_micro_batch_size_per_gpu,
                                      config.critic_use_dynamic_bsz(), config.critic.ppo_max_token_len_per_gpu,
-                                     role_dp_size(critic_ranks, world, config.critic.megatron));
+                                     role_dp_size(critic_ranks, world, config.critic.megatron), config.critic.megatron);
     capacities.critic = engine_capacity(critic_batching_, critic_batching_.responses, longest);
   }
   hybrid_ = std::make_unique<HybridEngine>(config, model_config, world, tracker, placement, capacities);
@@ -304,6 +313,7 @@ void RlRoles::compute_ref(RlBatch& batch) {
              MicroBatching batching = log_prob_batching_;
              batching.responses =
                  config_.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu.value_or(log_prob_batching_.responses);
+             batching.cp_size = config_.actor_rollout_ref.ref.megatron.context_parallel_size;
              const PassRun run = run_micro_batches(batch, mine, batching, hybrid_->parallel(Role::ref).dp(),
                                                    [&](const auto& mbs) {
                                                      return ref.compute_log_prob(mbs, temperature_,

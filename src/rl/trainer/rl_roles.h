@@ -55,9 +55,12 @@ struct RlPrompt {
 };
 
 // How a training role cuts responses into micro-batches.
+// With context parallel a response's tokens count as the role's engine pads them (a multiple of 2 CP), and the
+// token budget is per rank, as verl's ppo_max_token_len_per_gpu: a micro-batch holds up to max_tokens x CP.
 struct MicroBatching {
   int64_t responses = 0;   // per micro-batch
   int64_t max_tokens = 0;  // > 0: by tokens instead (use_dynamic_bsz; split_micro_batches)
+  int64_t cp_size = 1;     // the role's context_parallel_size
 };
 
 // How the old-log-prob pass cuts its micro-batches: rollout.log_prob_micro_batch_size_per_gpu responses

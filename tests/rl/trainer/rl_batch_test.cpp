@@ -98,13 +98,17 @@ TEST(RlBatch, MatricesPadWithZerosAndStoreBack) {
 TEST(RlBatch, SplitsMicroBatchesByCountOrByTokens) {
   const RlBatch batch = two_responses();  // 5 and 4 tokens
   dist::SingleProcessGroup dp("dp");
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 1, 0, dp), (std::vector<std::vector<int64_t>>{{0}, {1}}));
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 2, 0, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
-  EXPECT_EQ(split_micro_batches(batch, {1, 0}, 1, 0, dp), (std::vector<std::vector<int64_t>>{{1}, {0}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 1, 0, 1, dp), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 2, 0, 1, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {1, 0}, 1, 0, 1, dp), (std::vector<std::vector<int64_t>>{{1}, {0}}));
   // By tokens (use_dynamic_bsz): 9 tokens fit a budget of 9 in one; under 8, two micro-batches in verl's
   // order: heaviest first, then the even-ranked reversed ({0}) followed by the odd-ranked ({1}).
-  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 9, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
-  EXPECT_EQ(split_micro_batches(batch, {1, 0}, 0, 8, dp), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 9, 1, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {1, 0}, 0, 8, 1, dp), (std::vector<std::vector<int64_t>>{{0}, {1}}));
+  // Context parallel 2: the budget is per rank (x 2), each response padded to a multiple of 4 (8 and 4 tokens):
+  // 12 fit a budget of 6 x 2; 5 x 2 = 10 does not.
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 6, 2, dp), (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(split_micro_batches(batch, {0, 1}, 0, 5, 2, dp).size(), 2u);
 }
 
 // Responses of 1 + `lengths[i]` tokens (a one-token prompt).
