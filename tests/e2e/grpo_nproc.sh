@@ -29,6 +29,12 @@ for r in steps:
 print("ok: balanced DP shares:", [(r["global_seqlen/max"] - r["global_seqlen/min"],
                                    r["global_seqlen/balanced_max"] - r["global_seqlen/balanced_min"]) for r in steps])
 PY
+# Context parallel (issue #24): the actor and the reference at CP 2 on the two ranks, every response split over
+# both (the ring's p2p attention), the log-probs gathered back: the one-process run, as DP 2 is. The rollout is
+# unaffected (CP ranks are replicas of the weights it reads).
+quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" actor_rollout_ref.actor.megatron.context_parallel_size=2 \
+  actor_rollout_ref.ref.megatron.context_parallel_size=2 trainer.save_freq=-1 trainer.default_local_dir="$SCRATCH/cp2"
+python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/cp2/metrics.jsonl" 3 "actor and reference at CP 2"
 # use_dynamic_bsz: micro-batches by tokens (ppo_max_token_len_per_gpu 96, about 8 responses each), balanced by
 # workload with the same count on both DP ranks (rl/dynamic_micro_batches.h), for the update and the
 # forward passes alike; the run is the one-process run still (micro-batching moves only the gradient sum's order).

@@ -93,8 +93,13 @@ refused dump_schedule_microbatches 2 "megatron.microbatch_group_size_per_vp_stag
 [pipeline_model_parallel_size = 2, num_microbatches = 1]" megatron.pipeline_model_parallel_size=2 \
   megatron.virtual_pipeline_model_parallel_size=2 model.config.num_hidden_layers=4 --dump-schedule 1
 # The axes the engine does not run yet, each on a world it would divide.
-refused context_parallel 2 "megatron.context_parallel_size: 2: context parallelism is not supported yet" \
-  megatron.context_parallel_size=2
+# Ulysses gives each CP rank a share of the heads: 1 kv head does not split over 2 (issue #24 acceptance 5).
+refused context_parallel_a2a 2 "megatron.cp_comm_type: a2a (Ulysses) gives each of the context_parallel_size = 2 \
+ranks a share of the heads, but a TP rank's 4 query heads and 1 kv heads" \
+  megatron.context_parallel_size=2 megatron.cp_comm_type=a2a model.config.num_key_value_heads=1
+# Megatron's hierarchical a2a+p2p is not built: the value is refused with the ones that are.
+refused context_parallel_comm 2 "megatron.cp_comm_type: expected one of p2p, all_gather, a2a, got 'a2a+p2p'" \
+  megatron.context_parallel_size=2 "megatron.cp_comm_type=a2a+p2p"
 refused expert_parallel 2 "megatron.expert_model_parallel_size: 2: expert parallelism is not supported yet" \
   megatron.expert_model_parallel_size=2
 # DP = 3 ranks / TP 1 cannot split the step's 128 examples.

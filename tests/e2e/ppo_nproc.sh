@@ -56,6 +56,16 @@ done
 python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/tp2/metrics.jsonl" $steps \
   "actor DP 2, critic TP 2" "${logged[@]}"
 
+# c. Context parallel (issue #24): the actor and the critic at CP 2, every response split over both ranks (the
+# critic's values gathered back for GAE): the one-process run still, and its checkpoint a one-part one (CP ranks
+# hold replicas: dp-cp rank 0 writes).
+quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" actor_rollout_ref.actor.megatron.context_parallel_size=2 \
+  critic.megatron.context_parallel_size=2 trainer.default_local_dir="$SCRATCH/cp2"
+python3 tests/e2e/same_run.py "$SCRATCH/one/metrics.jsonl" "$SCRATCH/cp2/metrics.jsonl" $steps \
+  "actor CP 2, critic CP 2" "${logged[@]}"
+[ "$(saved_by cp2 actor) $(saved_by cp2 critic)" == "tp=1 dp=1 tp=1 dp=1" ] \
+  || fail "CP 2 run: actor $(saved_by cp2 actor), critic $(saved_by cp2 critic)"
+
 # e. Placed apart (critic.device_mapping): the actor and rollout on rank 0, the critic alone on rank 1, whose
 # values and metrics reach rank 0 by broadcast and whose shards the world-wide checkpoint collects.
 quiet timeout 300 "$RLFORGE" --nproc 2 "${args[@]}" actor_rollout_ref.actor.device_mapping=[0] \
