@@ -26,9 +26,12 @@
 // forward and backward times (each stage's mean per micro-batch, free p2p) and reports, medians over the steps:
 //   pipeline bubble_measured=<b> bubble_simulated=<b> schedule_ms=<m> simulated_ms=<m>
 // bubble = (schedule time - the busiest stage's compute) / that compute, measured from the ranks' clocks.
-// With --cp > 1 (PP 1) each step also reports the ring attention's time on the slowest rank, summed over the layers'
-// forward and backward (model/context_attention.h's RingTimes):
-//   ring compute_ms=<blocks' compute> wait_ms=<waiting for keys after the compute> wait_pct=<100 wait/(compute+wait)>
+// With --cp > 1 and p2p (PP 1) each step also reports the ring attention's time, summed over the layers' forward and backward
+// (model/context_attention.h's RingTimes), on the critical rank (the most compute: the others wait for it too), and
+// what the transfers cost alone (a ring exchange of one block timed before training, times the step's exchanges):
+//   ring compute_ms=<its blocks' compute> wait_ms=<its waiting for keys after the compute: exposed transfer>
+//        imbalance_ms=<its compute - the least busy rank's> transfer_ms=<the step's exchanges, none overlapped>
+//        hidden_pct=<100 (1 - wait / transfer)>
 // --rows and --seq replace the config's global batch (B rows of T tokens: one document each).
 // Legend: B rows, T tokens per row.
 
@@ -43,6 +46,7 @@
 #include "core/thread_pool.h"
 #include "dist/guarded_run.h"
 #include "dist/parallel_context.h"
+#include "model/context_attention.h"
 #include "train_step_setup.h"
 #include "trainer/sft_loss.h"
 
@@ -185,6 +189,26 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
+// What one ring step's transfer costs when nothing overlaps it: `count` elements of `dtype` sent to the next CP rank
+// while the previous one's arrive, the slowest rank's median over 20 exchanges. Collective over `cp` and `world`.
+double ring_exchange_seconds(rf::dist::ProcessGroup& cp, rf::dist::ProcessGroup& world, int64_t count,
+                             rf::DType dtype) {
+  const rf::Tensor out({count}, dtype), in({count}, dtype);
+  rf::fill_zero(out);
+  const int P = cp.size(), r = cp.rank();
+  std::vector<double> times;
+  for (int i = 0; i < 20; ++i) {
+    world.all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);
+    const rf::Stopwatch clock;
+    rf::dist::CommHandle receiving = cp.irecv(in, (r - 1 + P) % P, 9);
+    rf::dist::CommHandle sending = cp.isend(out, (r + 1) % P, 9);
+    receiving.wait();
+    sending.wait();
+    times.push_back(world.all_reduce_scalar(clock.seconds(), rf::dist::ReduceOp::max));
+  }
+  return median(times);
+}
+
 int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
   const std::unique_ptr<rf::dist::ProcessGroup> world = mpi.world();
   const bool leader = world->rank() == 0;
@@ -263,18 +287,36 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
                 long(engine.num_parameters()), long(shape.B), long(shape.T), options.tp, options.pp, options.vpp, dp,
                 options.micro_batches, engine.bucket_plan().buckets().size());
 
+  // The ring's transfers per step if none were hidden: per layer, CP - 1 key-and-value blocks forward, and backward
+  // CP - 1 of them plus CP - 1 blocks of their f32 gradients (model/context_attention.h).
+  const bool ring = options.cp > 1 && cp_comm == rf::dist::CpCommType::p2p;
+  double ring_transfer_s = 0;
+  if (ring) {
+    const rf::model::ModelConfig model_config = rf::bench::bench_model_config(shape);
+    const int64_t block = rows_per_micro_batch * shape.T / options.cp * model_config.num_key_value_heads / options.tp *
+                          model_config.head_dim * 2;
+    const double kv = ring_exchange_seconds(parallel.cp(), *world, block, engine.compute_dtype());
+    const double dkv = ring_exchange_seconds(parallel.cp(), *world, block, rf::DType::f32);
+    ring_transfer_s = double(model_config.num_hidden_layers * options.micro_batches * (options.cp - 1)) *
+                      (2 * kv + dkv);
+    if (leader)
+      std::printf("# ring: one step's key+value block (%ld elements) moves in %.3f ms, its f32 gradients in %.3f ms: "
+                  "%.1f ms per training step if nothing overlapped\n",
+                  long(block), kv * 1e3, dkv * 1e3, ring_transfer_s * 1e3);
+  }
+
   std::vector<rf::engine::TensorMap> micro_batches;
   for (int64_t m = 0; m < options.micro_batches; ++m)
     micro_batches.push_back(
         rf::bench::random_rows(shape, parallel.dp().rank() * rows + m * rows_per_micro_batch, rows_per_micro_batch));
   std::vector<double> step_s, fb_s, exposed_s, optimizer_s, bubble_measured, bubble_simulated, schedule_s,
-      simulated_s, ring_compute_s, ring_wait_s;
+      simulated_s, ring_compute_s, ring_wait_s, ring_imbalance_s;
   int64_t device_peak_fb = 0, device_peak_step = 0, activation_peak = 0;
   for (int step = 0; step < kWarmupSteps + options.num_steps; ++step) {
     world->all_reduce_scalar(0.0, rf::dist::ReduceOp::sum);  // start together
     const rf::Stopwatch clock;
     tracker.reset_peaks();
-    if (options.cp > 1) engine.model().ring_times() = {};
+    if (ring) engine.model().ring_times() = {};
     const double loss =
         engine.forward_backward(micro_batches, rf::trainer::token_mean_nll, rf::engine::ForwardOnly::no).loss;
     const double fb_done = clock.seconds();
@@ -303,14 +345,28 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
                     step - kWarmupSteps, pipe.bubble_measured, pipe.bubble_simulated, pipe.schedule_s * 1e3,
                     pipe.simulated_s * 1e3);
     }
-    if (options.cp > 1) {
-      const rf::model::RingTimes ring = engine.model().ring_times();
-      const double compute = slowest(ring.compute_s), wait = slowest(ring.wait_s);
+    if (ring) {
+      // The critical rank is the one with the most compute: what it waits for is transfer left exposed; the others
+      // also wait for it (imbalance), which no overlap can hide.
+      const rf::model::RingTimes times_here = engine.model().ring_times();
+      const rf::Tensor mine({2}, rf::DType::f64), all({2 * world->size()}, rf::DType::f64);
+      mine.data<double>()[0] = times_here.compute_s;
+      mine.data<double>()[1] = times_here.wait_s;
+      world->all_gather(mine, all);
+      const double* times = all.data<double>();
+      int critical = 0;
+      double least = times[0];
+      for (int r = 0; r < world->size(); ++r) {
+        if (times[2 * r] > times[2 * critical]) critical = r;
+        least = std::min(least, times[2 * r]);
+      }
+      const double compute = times[2 * critical], wait = times[2 * critical + 1];
       ring_compute_s.push_back(compute);
       ring_wait_s.push_back(wait);
+      ring_imbalance_s.push_back(compute - least);
       if (leader)
-        std::printf("step %d ring compute_ms=%.1f wait_ms=%.2f wait_pct=%.2f steps=%ld\n", step - kWarmupSteps,
-                    compute * 1e3, wait * 1e3, 100.0 * wait / (compute + wait), long(ring.steps));
+        std::printf("step %d ring compute_ms=%.1f wait_ms=%.2f imbalance_ms=%.1f steps=%ld\n", step - kWarmupSteps,
+                    compute * 1e3, wait * 1e3, (compute - least) * 1e3, long(times_here.steps));
     }
     step_s.push_back(total);
     fb_s.push_back(fb);
@@ -344,10 +400,11 @@ int run(const rf::dist::MpiRuntime& mpi, const Options& options) {
       std::printf("pipeline bubble_measured=%.4f bubble_simulated=%.4f schedule_ms=%.1f simulated_ms=%.1f\n",
                   median(bubble_measured), median(bubble_simulated), median(schedule_s) * 1e3,
                   median(simulated_s) * 1e3);
-    if (options.cp > 1) {
+    if (ring) {
       const double compute = median(ring_compute_s), wait = median(ring_wait_s);
-      std::printf("ring compute_ms=%.1f wait_ms=%.2f wait_pct=%.2f\n", compute * 1e3, wait * 1e3,
-                  100.0 * wait / (compute + wait));
+      std::printf("ring compute_ms=%.1f wait_ms=%.2f imbalance_ms=%.1f transfer_ms=%.2f hidden_pct=%.1f\n",
+                  compute * 1e3, wait * 1e3, median(ring_imbalance_s) * 1e3, ring_transfer_s * 1e3,
+                  100.0 * (1.0 - wait / ring_transfer_s));
     }
     std::printf("# memory (rank 0) %s\n", tracker.summary().c_str());
   }

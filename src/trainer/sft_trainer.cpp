@@ -125,14 +125,15 @@ struct Evaluation {
 };
 
 // Greedy decoding of the validation prompts. At PP > 1 no rank holds the whole model: each decodes with a
-// generation copy gathered from the stages. Decoding runs without context parallel (prompts are short and the
-// model's CP attention expects split micro-batches): with CP each rank decodes over its TP group alone, on the
-// engine's weights (or the generation copy). The pipeline's stages and the CP ranks take turns at the batches of
-// prompts (as DP, like the RL rollout), their scores summed.
+// generation copy gathered from the stages. Decoding runs without context parallel (the model's CP attention expects
+// split micro-batches): with CP each rank decodes over its TP group alone, on the engine's weights (or the
+// generation copy), batches of 1/CP of the engine's tokens, so that its activations stay the CP share the training's
+// are. The pipeline's stages and the CP ranks take turns at the batches of prompts (as DP, like the RL rollout),
+// their scores summed.
 Evaluation evaluate(engine::TrainEngine& engine, const ExampleSource& source, const RunTokenizer& tokens,
-                    const data::SftBatchBuilder& builder, const data::DataConfig& data, int64_t capacity,
+                    const data::SftBatchBuilder& builder, const data::DataConfig& data, int64_t engine_capacity,
                     const kernels::KernelRegistry& kernels, dist::ParallelContext& parallel, MemoryTracker& tracker) {
-  const int64_t cp = parallel.cp().size();
+  const int64_t cp = parallel.cp().size(), capacity = engine_capacity / cp;
   std::optional<dist::ParallelContext> tp_only;
   if (cp > 1) {
     dist::ParallelDims dims;
