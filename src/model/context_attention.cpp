@@ -95,6 +95,50 @@ void from_head_layout(ProcessGroup& cp, const ContextSplit& split, TensorView na
     for (int64_t t = 0; t < n; ++t) std::memcpy(x + (t * X + p * Xp) * D * x_nXD.element_size(), r + (p * n + t) * row, row);
 }
 
+// The keys and values going around the ring, to rank `to` and from rank `from`: the block held, the next one arriving
+// into one of three buffers, and the previous step's sends. A send completes only once its receiver takes it, inside
+// that rank's wait after its own compute: waiting for it one step later, into a third buffer, keeps a rank from
+// waiting for its neighbour's compute on top of its own.
+class KeyRing {
+ public:
+  KeyRing(ProcessGroup& cp, ContextAttentionScratch& s, int64_t n, TensorView k, TensorView v, int to, int from)
+      : cp_(cp), s_(s), n_(n), to_(to), from_(from), held_k_(k), held_v_(v) {}
+  KeyRing(const KeyRing&) = delete;
+  KeyRing& operator=(const KeyRing&) = delete;
+  ~KeyRing() {
+    for (CommHandle& h : sending_) h.wait();
+  }
+
+  TensorView keys() const { return held_k_; }
+  TensorView values() const { return held_v_; }
+  // Step `step` posts the receive of the next block and the send of the held one (before its compute).
+  void pass_on(int step) {
+    next_k_ = rows(s_.k_in[step % 3], n_);
+    next_v_ = rows(s_.v_in[step % 3], n_);
+    arriving_[0] = cp_.irecv(next_k_, from_, kKeys);
+    arriving_[1] = cp_.irecv(next_v_, from_, kValues);
+    sent_now_[0] = cp_.isend(held_k_, to_, kKeys);
+    sent_now_[1] = cp_.isend(held_v_, to_, kValues);
+  }
+  // After the compute: the next block is held; the step before's sends are done (the step after next receives into
+  // their buffer).
+  void arrive() {
+    for (CommHandle& h : arriving_) h.wait();
+    for (CommHandle& h : sending_) h.wait();
+    for (int i = 0; i < 2; ++i) sending_[i] = std::move(sent_now_[i]);
+    held_k_ = next_k_;
+    held_v_ = next_v_;
+  }
+
+ private:
+  ProcessGroup& cp_;
+  ContextAttentionScratch& s_;
+  int64_t n_;
+  int to_, from_;
+  TensorView held_k_, held_v_, next_k_, next_v_;
+  CommHandle arriving_[2], sent_now_[2], sending_[2];
+};
+
 }  // namespace
 
 ContextAttention::ContextAttention(int64_t H, int64_t K, int64_t D, int cp_size, dist::CpCommType type)
@@ -113,9 +157,11 @@ void ContextAttention::reserve(ContextAttentionScratch& s, int64_t n, DType dtyp
   const int64_t P = cp_size_;
   switch (type_) {
     case dist::CpCommType::p2p:
-      for (int b = 0; b < 2; ++b) {
+      for (int b = 0; b < 3; ++b) {
         s.k_in[b] = Tensor({n, K_, D_}, dtype, a);
         s.v_in[b] = Tensor({n, K_, D_}, dtype, a);
+      }
+      for (int b = 0; b < 2; ++b) {
         s.dk_out[b] = Tensor({n, K_, D_}, acc, a);
         s.dv_out[b] = Tensor({n, K_, D_}, acc, a);
       }
@@ -180,30 +226,19 @@ void ContextAttention::ring_forward(const LayerContext& ctx, const ContextSplit&
   const TensorView acc_lse = lse_view(lse, H_, n), part_lse = lse_view(s.part_lse, H_, n);
   fill_zero(acc_out);
   fill_minus_infinity(acc_lse);
-  TensorView held_k = k, held_v = v;
+  KeyRing ring(cp, s, n, k, v, (r + 1) % P, (r - 1 + P) % P);
   for (int i = 0; i < P; ++i) {
     const int owner = (r - i + P) % P;
-    CommHandle handles[4];
-    TensorView next_k, next_v;
-    if (i + 1 < P) {  // the next block travels while this one computes
-      next_k = rows(s.k_in[i % 2], n);
-      next_v = rows(s.v_in[i % 2], n);
-      handles[0] = cp.irecv(next_k, (r - 1 + P) % P, kKeys);
-      handles[1] = cp.irecv(next_v, (r - 1 + P) % P, kValues);
-      handles[2] = cp.isend(held_k, (r + 1) % P, kKeys);
-      handles[3] = cp.isend(held_v, (r + 1) % P, kValues);
-    }
+    if (i + 1 < P) ring.pass_on(i);  // the next block travels while this one computes
     const Stopwatch compute;
-    ctx.kernels.attention_forward(block_params(split, block_of(owner, r)), as_bthd(q), as_bthd(held_k),
-                                  as_bthd(held_v), as_bthd(part_out), part_lse);
+    ctx.kernels.attention_forward(block_params(split, block_of(owner, r)), as_bthd(q), as_bthd(ring.keys()),
+                                  as_bthd(ring.values()), as_bthd(part_out), part_lse);
     ctx.kernels.attention_merge(as_bthd(part_out), part_lse, as_bthd(acc_out), acc_lse);
     s.times.compute_s += compute.seconds();
     const Stopwatch wait;
-    for (CommHandle& h : handles) h.wait();
+    if (i + 1 < P) ring.arrive();
     s.times.wait_s += wait.seconds();
     ++s.times.steps;
-    held_k = next_k;
-    held_v = next_v;
   }
   copy_convert(acc_out, out);
 }
@@ -219,61 +254,59 @@ void ContextAttention::ring_backward(const LayerContext& ctx, const ContextSplit
   const TensorView dk_own = rows(s.dk_own, n), dv_own = rows(s.dv_own, n);
   const TensorView dk_in = rows(s.dk_in, n), dv_in = rows(s.dv_in, n);
   fill_zero(dq_acc);
+  // What the ring waits for, after the compute that could hide it.
+  auto waited = [&](auto&& wait_for) {
+    const Stopwatch wait;
+    wait_for();
+    s.times.wait_s += wait.seconds();
+  };
   CommHandle grads_leaving[2][2];  // per buffer: the dk and dv sends still in flight from it
-  TensorView held_k = k, held_v = v;
+  KeyRing ring(cp, s, n, k, v, previous, next);
   for (int i = 0; i < P; ++i) {
     // Backward runs the ring the other way: at step i this rank holds rank r + i's block.
     const int owner = (r + i) % P;
-    CommHandle keys[4], grads_arriving[2];
-    TensorView next_k, next_v;
-    if (i + 1 < P) {
-      next_k = rows(s.k_in[i % 2], n);
-      next_v = rows(s.v_in[i % 2], n);
-      keys[0] = cp.irecv(next_k, next, kKeys);
-      keys[1] = cp.irecv(next_v, next, kValues);
-      keys[2] = cp.isend(held_k, previous, kKeys);
-      keys[3] = cp.isend(held_v, previous, kValues);
-    }
+    CommHandle grads_arriving[2];
+    if (i + 1 < P) ring.pass_on(i);
     // From step 2 on, the block's gradients so far come from the neighbour that held it one step earlier.
     if (i >= 2) {
       grads_arriving[0] = cp.irecv(dk_in, next, kKeyGrads);
       grads_arriving[1] = cp.irecv(dv_in, next, kValueGrads);
     }
     const Stopwatch compute;
-    ctx.kernels.attention_backward(block_params(split, block_of(owner, r)), as_bthd(q), as_bthd(held_k),
-                                   as_bthd(held_v), as_bthd(out), lse_BHT, as_bthd(dout), as_bthd(dq_part),
+    ctx.kernels.attention_backward(block_params(split, block_of(owner, r)), as_bthd(q), as_bthd(ring.keys()),
+                                   as_bthd(ring.values()), as_bthd(out), lse_BHT, as_bthd(dout), as_bthd(dq_part),
                                    as_bthd(dk_part), as_bthd(dv_part));
     add_into(dq_part, dq_acc);
     s.times.compute_s += compute.seconds();
-    const Stopwatch wait;
     if (i == 0) {
       copy_convert(dk_part, dk_own);
       copy_convert(dv_part, dv_own);
     } else {
       const int b = i % 2;
-      for (CommHandle& h : grads_leaving[b]) h.wait();  // its previous contents have left
+      waited([&] {
+        for (CommHandle& h : grads_leaving[b]) h.wait();  // its previous contents have left
+      });
       const TensorView dk_out = rows(s.dk_out[b], n), dv_out = rows(s.dv_out[b], n);
       copy_convert(dk_part, dk_out);
       copy_convert(dv_part, dv_out);
       if (i >= 2) {
-        for (CommHandle& h : grads_arriving) h.wait();
+        waited([&] {
+          for (CommHandle& h : grads_arriving) h.wait();
+        });
         add_into(dk_in, dk_out);
         add_into(dv_in, dv_out);
       }
       grads_leaving[b][0] = cp.isend(dk_out, previous, kKeyGrads);
       grads_leaving[b][1] = cp.isend(dv_out, previous, kValueGrads);
     }
-    for (CommHandle& h : keys) h.wait();
-    s.times.wait_s += wait.seconds();
+    if (i + 1 < P) waited([&] { ring.arrive(); });
     ++s.times.steps;
-    held_k = next_k;
-    held_v = next_v;
   }
   if (P > 1) {  // the own block's gradients from every other rank, summed along the ring
-    const Stopwatch wait;
-    cp.recv(dk_in, next, kKeyGrads);
-    cp.recv(dv_in, next, kValueGrads);
-    s.times.wait_s += wait.seconds();
+    waited([&] {
+      cp.recv(dk_in, next, kKeyGrads);
+      cp.recv(dv_in, next, kValueGrads);
+    });
     add_into(dk_in, dk_own);
     add_into(dv_in, dv_own);
   }

@@ -36,7 +36,7 @@ struct RingTimes {
 
 // Workspace of one layer's call, shared by all layers (as AttentionScratch). "acc" tensors are f32 (f64 for f64).
 struct ContextAttentionScratch {
-  Tensor k_in[2], v_in[2];                      // p2p: the block held and the one arriving, [n, K, D]
+  Tensor k_in[3], v_in[3];                      // p2p: the block held, the one arriving, the one leaving [n, K, D]
   Tensor dk_out[2], dv_out[2], dk_in, dv_in;    // p2p backward (acc): a block's gradients leaving and arriving
   Tensor dk_own, dv_own;                        // p2p backward (acc): the own block's, until the ring brings the rest
   Tensor k_all, v_all, dk_all, dv_all;          // all_gather: every rank's block, [P n, K, D] (gradients acc)
@@ -49,10 +49,10 @@ struct ContextAttentionScratch {
 
   template <class F>
   void for_each_tensor(F&& f) {
-    for (Tensor* t : {&k_in[0], &k_in[1], &v_in[0], &v_in[1], &dk_out[0], &dk_out[1], &dv_out[0], &dv_out[1], &dk_in,
-                      &dv_in, &dk_own, &dv_own, &k_all, &v_all, &dk_all, &dv_all, &dk_mine, &dv_mine, &part_out,
-                      &part_lse, &acc_out, &dq_part, &dk_part, &dv_part, &heads[0], &heads[1], &heads[2], &heads[3],
-                      &heads[4], &sendbuf, &recvbuf})
+    for (Tensor* t : {&k_in[0], &k_in[1], &k_in[2], &v_in[0], &v_in[1], &v_in[2], &dk_out[0], &dk_out[1],
+                      &dv_out[0], &dv_out[1], &dk_in, &dv_in, &dk_own, &dv_own, &k_all, &v_all, &dk_all, &dv_all,
+                      &dk_mine, &dv_mine, &part_out, &part_lse, &acc_out, &dq_part, &dk_part, &dv_part, &heads[0],
+                      &heads[1], &heads[2], &heads[3], &heads[4], &sendbuf, &recvbuf})
       f(*t);
   }
 };
