@@ -102,6 +102,7 @@ TEST(CollectiveCheckpointWriter, EveryRankWritesItsShardsAndRankZeroPublishesOne
 struct Layout {
   int tp = 1;
   int pp = 1;
+  int cp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   model::Arch arch = model::Arch::llama;
@@ -109,13 +110,13 @@ struct Layout {
 };
 
 std::string describe(const Layout& l, int dp) {
-  return fmt::format("TP{} x PP{} x DP{}{}{} {}{}", l.tp, l.pp, dp, l.sequence_parallel ? " +SP" : "",
+  return fmt::format("TP{} x PP{} x CP{} x DP{}{}{} {}{}", l.tp, l.pp, l.cp, dp, l.sequence_parallel ? " +SP" : "",
                      l.distributed_optimizer ? " +distributed optimizer" : "", model::arch_name(l.arch),
                      l.tied ? " tied" : "");
 }
 
-// One rank's optimizer state (its shard of `plan`) laid out like its ParamStore, the other DP ranks'
-// shards filled in: a shard's fragments are disjoint across DP ranks, so a sum gathers them.
+// One rank's optimizer state (its shard of `plan`) laid out like its ParamStore, the other dp-cp ranks'
+// shards filled in: a shard's fragments are disjoint across them, so a sum gathers them.
 Tensor unsharded(const engine::TrainEngine& engine, TensorView shard_state, dist::ProcessGroup& dp) {
   const optim::BucketPlan& plan = engine.bucket_plan();
   if (!plan.sharded()) return clone(shard_state, DType::f32);
@@ -146,9 +147,9 @@ void expect_same_state(engine::TrainEngine& parallel, engine::TrainEngine& singl
                        const std::string& what) {
   expect_same_bits(parallel, parallel.master_weights().flat(), single, single.master_weights().flat(), context.tp(),
                    what + " master weights");
-  expect_same_bits(parallel, unsharded(parallel, parallel.optimizer().exp_avg(), context.dp()), single,
+  expect_same_bits(parallel, unsharded(parallel, parallel.optimizer().exp_avg(), context.dp_cp()), single,
                    single.optimizer().exp_avg(), context.tp(), what + " exp_avg");
-  expect_same_bits(parallel, unsharded(parallel, parallel.optimizer().exp_avg_sq(), context.dp()), single,
+  expect_same_bits(parallel, unsharded(parallel, parallel.optimizer().exp_avg_sq(), context.dp_cp()), single,
                    single.optimizer().exp_avg_sq(), context.tp(), what + " exp_avg_sq");
   EXPECT_EQ(parallel.optimizer().num_steps(), single.optimizer().num_steps()) << what;
   EXPECT_EQ(parallel.lr(), single.lr()) << what;
@@ -180,19 +181,21 @@ void expect_resumes_alike(engine::TrainEngine& parallel, engine::TrainEngine& si
 }
 
 void check_layout(const Layout& layout) {
-  const int dp = world().size() / (layout.tp * layout.pp);
+  const int dp = world().size() / (layout.tp * layout.pp * layout.cp);
   const std::string name = describe(layout, dp);
   SCOPED_TRACE(name);
   dist::ParallelDims dims;
   dims.world_size = world().size();
   dims.tensor_model_parallel_size = layout.tp;
   dims.pipeline_model_parallel_size = layout.pp;
+  dims.context_parallel_size = layout.cp;
   dist::ParallelContext context = dist::ParallelContext::create(dist::RankLayout(dims), world(), layout.sequence_parallel);
   dist::ParallelContext one_rank = dist::ParallelContext::single_process();
   engine::EngineConfig parallel_config, single_config;
   parallel_config.dtype = single_config.dtype = "float32";
   parallel_config.tensor_model_parallel_size = layout.tp;
   parallel_config.pipeline_model_parallel_size = layout.pp;
+  parallel_config.context_parallel_size = layout.cp;
   parallel_config.sequence_parallel = layout.sequence_parallel;
   parallel_config.use_distributed_optimizer = layout.distributed_optimizer;
   parallel_config.overlap_grad_reduce = true;
@@ -248,6 +251,8 @@ TEST(CheckpointLayouts, ASavedStepLoadsAtAnotherLayout) {
       {.tp = 1, .distributed_optimizer = true, .arch = model::Arch::qwen3, .tied = true},
       // The tied embedding's last-stage copy is not saved and loads from the first stage's.
       {.pp = 2, .arch = model::Arch::qwen3, .tied = true},
+      // CP ranks are replicas: dp-cp rank 0 writes the weights, the distributed optimizer's shards span DP x CP.
+      {.cp = 2, .distributed_optimizer = true, .arch = model::Arch::qwen3},
   };
   if (world().size() == 4) {
     layouts.push_back({.tp = 2, .sequence_parallel = true, .distributed_optimizer = true, .arch = model::Arch::qwen2});
