@@ -1,6 +1,7 @@
 // Activation recompute in the engine (issue #23 acceptances 1 and 2): at the same parallel layout, a TrainEngine
 // that recomputes gives bit for bit the losses, gradients and weights of one that saves everything, over 3
-// steps, f32 and bf16, with TP (+ SP), PP with virtual stages and DP on the ranks of the world, for full recompute
+// steps, f32 and bf16, with TP (+ SP), PP with virtual stages, CP (the ring's attention recomputed with its
+// communication) and DP on the ranks of the world, for full recompute
 // (uniform, block, and uniform with distribute_saved_activations at TP without SP) and selective recompute
 // (core_attn + layernorm + the activation function, and mlp), and activation offload of the first 3 of 4 layers (at
 // PP 1); the tracker's device activation peak drops, and stays within 5% of the activation plan's on every rank.
@@ -27,6 +28,7 @@ struct RecomputeLayout {
   int pp = 1;
   bool sequence_parallel = false;
   int64_t vp = 1;
+  int cp = 1;
 };
 
 struct Trained {
@@ -86,11 +88,13 @@ Trained train_three_steps(const RecomputeLayout& layout, const std::string& dtyp
   dims.world_size = world().size();
   dims.tensor_model_parallel_size = layout.tp;
   dims.pipeline_model_parallel_size = layout.pp;
+  dims.context_parallel_size = layout.cp;
   dist::ParallelContext context = dist::ParallelContext::create(dist::RankLayout(dims), world(), layout.sequence_parallel);
   engine::EngineConfig config;
   config.dtype = dtype;
   config.tensor_model_parallel_size = layout.tp;
   config.pipeline_model_parallel_size = layout.pp;
+  config.context_parallel_size = layout.cp;
   config.sequence_parallel = layout.sequence_parallel;
   if (layout.vp > 1) config.pipeline_split.virtual_pipeline_model_parallel_size = layout.vp;
   if (recompute) recompute->apply(config);
@@ -130,9 +134,10 @@ void expect_same_bits(TensorView a, TensorView b, const std::string& what) {
 std::vector<RecomputeLayout> layouts_for(int world_size) {
   if (world_size == 2)
     return {{.name = "TP2 + SP", .tp = 2, .sequence_parallel = true}, {.name = "TP2", .tp = 2},
-            {.name = "PP2 x VPP2", .pp = 2, .vp = 2}, {.name = "DP2"}};
+            {.name = "PP2 x VPP2", .pp = 2, .vp = 2}, {.name = "DP2"}, {.name = "CP2", .cp = 2}};
   return {{.name = "TP2 x PP2 + SP", .tp = 2, .pp = 2, .sequence_parallel = true},
-          {.name = "PP2 x VPP2 x DP2", .pp = 2, .vp = 2}};
+          {.name = "PP2 x VPP2 x DP2", .pp = 2, .vp = 2},
+          {.name = "TP2 x CP2 + SP", .tp = 2, .sequence_parallel = true, .cp = 2}};
 }
 
 TEST(Recompute, TrainsBitForBitLikeSavingEverything) {
