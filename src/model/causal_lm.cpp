@@ -211,6 +211,23 @@ CausalLm::Activations CausalLm::make_layer_activations() {
   return a;
 }
 
+CausalLm::Activations CausalLm::make_forward_only_activations() {
+  RF_CHECK(capacity_ > 0, "make_forward_only_activations before reserve");
+  const DType dtype = params_.dtype();
+  const int64_t N = capacity_, n = local_capacity(), C = config_.hidden_size;
+  Activations a = span_.post_process ? make_head_activations() : Activations();
+  a.forward_only = true;
+  a.residual.resize(2);
+  for (Tensor& r : a.residual) r = Tensor({n, C}, dtype, activations_account_);
+  a.mid.resize(1);
+  a.mid[0] = Tensor({n, C}, dtype, activations_account_);
+  a.attention.resize(1);
+  a.mlp.resize(1);
+  attention_.reserve(a.attention[0], N, dtype, activations_account_, recompute_policy_.selective);
+  mlp_.reserve(a.mlp[0], N, dtype, activations_account_, recompute_policy_.selective);
+  return a;
+}
+
 CausalLm::Activations CausalLm::make_head_activations() {
   RF_CHECK(capacity_ > 0, "make_head_activations before reserve");
   RF_CHECK(span_.post_process, "make_head_activations: this model chunk has no head");
@@ -287,8 +304,8 @@ void CausalLm::validate(const ModelInputs& in) const {
 }
 
 ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
-  if (own_.residual.empty()) own_ = make_activations();
-  return forward(in, entropy, own_);
+  if (own_.residual.empty()) own_ = grads_ ? make_activations() : make_forward_only_activations();
+  return forward(in, entropy, own_, own_.forward_only ? SavedFor::nothing : SavedFor::backward);
 }
 
 void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads) {
@@ -315,8 +332,10 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   validate(in);
   RF_CHECK(a.offloaded.size() == size_t(offloaded_layers_), "forward: activations made for another offload");
   const bool head_saved = config_.head == HeadKind::lm ? !a.head.xf_NC.empty() : !a.value.xf_NC.empty();
-  RF_CHECK(a.residual.size() == span_.hf_layers.size() + 1 && head_saved == span_.post_process,
+  RF_CHECK(a.residual.size() == (a.forward_only ? 2 : span_.hf_layers.size() + 1) && head_saved == span_.post_process,
            "forward: activations made for another shape of model chunk");
+  RF_CHECK(!a.forward_only || saved_for == SavedFor::nothing,
+           "forward: forward-only activations keep nothing a backward could read");
   a.inputs = in;
   a.forward_done = false;
   const int64_t N = in.batch * in.seq_len;
@@ -345,7 +364,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
     params_needed(span_.hf_layers[i]);
-    if (distributes_input(i)) keep_input_slice(a, i, n);
+    if (distributes_input(i) && !a.forward_only) keep_input_slice(a, i, n);
     if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
     // Copied out at once (the next layer's forward would compete for the same cores), or dropped when no backward
@@ -356,19 +375,19 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   a.forward_done = true;
   last_forward_ = &a;
   ModelOutputs out;
+  const TensorView output_NC = rows(residual_entry(a, layer_weights_.size()), n);
   if (!span_.post_process) {
-    out.hidden_NC = rows(a.residual.back(), n);
+    out.hidden_NC = output_NC;
     return out;
   }
   params_needed(config_.num_hidden_layers);
   if (config_.head != HeadKind::lm) {
-    value_head_.forward(ctx, shape, value_weights_, rows(a.residual.back(), n), a.value);
+    value_head_.forward(ctx, shape, value_weights_, output_NC, a.value);
     out.values_N = rows(a.value.values_N, N);
     return out;
   }
   const bool with_entropy = entropy == EntropyOutput::compute;
-  head_.forward(ctx, shape, head_weights_, rows(a.residual.back(), n), in.targets_N, in.temperature, with_entropy,
-                a.head);
+  head_.forward(ctx, shape, head_weights_, output_NC, in.targets_N, in.temperature, with_entropy, a.head);
   return ModelOutputs{rows(a.head.logp_N, N), with_entropy ? rows(a.head.entropy_N, N) : TensorView(),
                       rows(a.head.logits_NV, N), vocab_start_};
 }
@@ -376,6 +395,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
 void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_weight_grads, Activations& a) {
   RF_CHECK(grads_ != nullptr, "backward on a model built without a GradBuffer");
   RF_CHECK(a.forward_done, "backward without a forward");
+  RF_CHECK(!a.forward_only, "backward after a forward-only pass: its activations were not kept");
   const ModelInputs& in = a.inputs;
   const int64_t N = in.batch * in.seq_len;
   const DType stat = stat_dtype_for(params_.dtype());
@@ -453,6 +473,7 @@ bool CausalLm::distributes_input(size_t l) const {
 }
 
 TensorView CausalLm::residual_entry(Activations& a, size_t l) {
+  if (a.forward_only) return a.residual[l % 2];
   const auto* group = recompute_.group_of(int64_t(l));
   if (distributes_input(l)) return group_inputs_[size_t(group - recompute_.groups.data()) % 2];
   if (!group || group->first == int64_t(l)) return a.residual[l];
@@ -460,6 +481,7 @@ TensorView CausalLm::residual_entry(Activations& a, size_t l) {
 }
 
 CausalLm::LayerSlots CausalLm::layer_slots(Activations& a, size_t i) {
+  if (a.forward_only) return {a.residual[i % 2], a.mid[0], a.attention[0], a.mlp[0], a.residual[(i + 1) % 2]};
   const auto* group = recompute_.group_of(int64_t(i));
   if (!group) return {residual_entry(a, i), a.mid[i], a.attention[i], a.mlp[i], residual_entry(a, i + 1)};
   Activations& s = recompute_scratch_;

@@ -83,6 +83,9 @@ class CausalLm {
     ValueHeadSaved value;
     ModelInputs inputs;  // of its forward
     bool forward_done = false;
+    // make_forward_only_activations: one layer's tensors, which every layer of a forward-only pass writes in turn,
+    // and two residual-stream buffers it alternates between; no backward can read them.
+    bool forward_only = false;
     // Activation offload (set_activation_offload): layer l's saved tensors (its input, mid and blocks' saves), for
     // the first layers; each group on the host tier but around its layer's forward and backward, and its prefetch
     // in flight.
@@ -129,6 +132,10 @@ class CausalLm {
   Activations make_activations();
   Activations make_layer_activations();
   Activations make_head_activations();
+  // For forward-only passes (SavedFor::nothing: the reference, a reward model, decoding): one layer's activations
+  // and the head's, whatever the layer count. The forward without Activations uses these when the model has no
+  // GradBuffer.
+  Activations make_forward_only_activations();
   // The activations and the backward's workspace (what reserve allocated; not those of make_activations) given
   // back to the OS while the model is idle (false) and taken again (true): Tensor::set_resident, so no address
   // changes and the tracker's activations and workspace bytes drop meanwhile. Only between passes: a forward's saved

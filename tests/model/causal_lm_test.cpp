@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -94,6 +96,33 @@ TEST(CausalLm, PackedDocumentsEqualSeparateRunsAndRowsEqualPacking) {
   rows.cu_seqlens = {};
   const ModelOutputs out = m.model.forward(rows);
   for (int64_t n = 0; n < 16; ++n) EXPECT_NEAR(out.logp_N.data<double>()[n], packed_logp.data<double>()[n], 1e-13);
+}
+
+// A model without gradients (the reference, a reward model, decoding) runs its forwards on one layer's activations,
+// written by every layer in turn: the same outputs, bit for bit, as a model keeping every layer's for a backward, in
+// about one layer's memory instead of all of them.
+TEST(CausalLm, ForwardOnlyPassesKeepOneLayersActivations) {
+  ModelConfig config = testing::micro_config(Arch::qwen3, false);
+  config.num_hidden_layers = 6;
+  ModelUnderTest trainable(config, DType::f32, fast_kernels(), 32);
+  init_params(trainable.params, config, 7);
+  MemoryTracker tracker;
+  dist::ParallelContext alone = dist::ParallelContext::single_process();
+  CausalLm frozen(config, trainable.params, nullptr, fast_kernels(), alone, &tracker);
+  frozen.reserve(32);
+  const PackedSequences packed = pack_sequences({{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {11, 12, 13, 14, 15}});
+  const Tensor kept = clone(trainable.model.forward(packed.inputs()).logp_N, DType::f32);
+  const Tensor lean = clone(frozen.forward(packed.inputs()).logp_N, DType::f32);
+  ASSERT_EQ(kept.numel(), lean.numel());
+  EXPECT_EQ(std::memcmp(kept.view().raw(), lean.view().raw(), size_t(kept.numel()) * sizeof(float)), 0);
+  // Every layer's saved tensors, against one layer's and two residual buffers (the head's alike in both).
+  MemoryTracker full_tracker;
+  CausalLm keeping(config, trainable.params, &trainable.grads, fast_kernels(), alone, &full_tracker);
+  keeping.reserve(32);
+  const int64_t full = keeping.make_activations().bytes(), head = keeping.make_head_activations().bytes();
+  const int64_t one_layer = (full - head) / (config.num_hidden_layers + 1);
+  EXPECT_LT(tracker.current(MemoryTier::device, MemoryCategory::activations), head + 3 * one_layer);
+  EXPECT_THROW(frozen.backward({}, kernels::Accumulate::overwrite), Error);
 }
 
 // config.json's rope_scaling reaches the attention kernels: with linear scaling by 2, a model at
