@@ -22,7 +22,9 @@ Block block_of(int owner, int r) { return owner == r ? Block::own : owner < r ? 
 DType accumulator_dtype(DType dtype) { return dtype == DType::f64 ? DType::f64 : DType::f32; }
 
 TensorView as_bthd(TensorView x_nXD) { return x_nXD.reshape({1, x_nXD.size(0), x_nXD.size(1), x_nXD.size(2)}); }
-TensorView lse_view(TensorView lse, int64_t heads, int64_t n) { return lse.slice(0, 0, heads * n).reshape({1, heads, n}); }
+TensorView lse_view(TensorView lse, int64_t heads, int64_t n) {
+  return lse.slice(0, 0, heads * n).reshape({1, heads, n});
+}
 
 // The merge's starting point: no keys seen, so the first block's result is taken as it is.
 void fill_minus_infinity(TensorView lse_BHT) {
@@ -59,40 +61,45 @@ void add_into(TensorView part, TensorView acc) {
   }
 }
 
+// Row i of a buffer of rows of `row_bytes` bytes.
+std::byte* row_of(const TensorView& buffer, int64_t i, size_t row_bytes) {
+  return static_cast<std::byte*>(buffer.raw()) + size_t(i) * row_bytes;
+}
+
+// Heads [p X/P, (p+1) X/P) of token t of x_nXD: X/P D contiguous elements.
+std::byte* head_group(const TensorView& x_nXD, int64_t t, int64_t p, int P) {
+  const int64_t X = x_nXD.size(1), D = x_nXD.size(2);
+  return static_cast<std::byte*>(x_nXD.raw()) + size_t((t * X + p * (X / P)) * D) * x_nXD.element_size();
+}
+
 // The rows of x_nXD [n, X, D] for the a2a layout: chunk p of `send` holds heads [p X/P, (p+1) X/P) of every local
 // token; after the all-to-all chunk s of `recv` holds this rank's heads of rank s's tokens, which go to their place
 // in the padded natural order, nat [P n, X/P, D].
 void to_head_layout(ProcessGroup& cp, const ContextSplit& split, TensorView x_nXD, TensorView send, TensorView recv,
                     TensorView nat) {
   const int P = cp.size();
-  const int64_t n = x_nXD.size(0), X = x_nXD.size(1), D = x_nXD.size(2), Xp = X / P;
-  const size_t row = size_t(Xp * D) * x_nXD.element_size();
-  auto* s = static_cast<std::byte*>(send.raw());
-  const auto* x = static_cast<const std::byte*>(x_nXD.raw());
+  const int64_t n = x_nXD.size(0), X = x_nXD.size(1), D = x_nXD.size(2);
+  const size_t row = size_t(X / P * D) * x_nXD.element_size();
   for (int p = 0; p < P; ++p)
-    for (int64_t t = 0; t < n; ++t) std::memcpy(s + (p * n + t) * row, x + (t * X + p * Xp) * D * x_nXD.element_size(), row);
+    for (int64_t t = 0; t < n; ++t) std::memcpy(row_of(send, p * n + t, row), head_group(x_nXD, t, p, P), row);
   cp.all_to_all(send.slice(0, 0, n * X * D), recv.slice(0, 0, n * X * D));
-  const auto* from = static_cast<const std::byte*>(recv.raw());
-  auto* to = static_cast<std::byte*>(nat.raw());
   for (int src = 0; src < P; ++src)
-    for (int64_t t = 0; t < n; ++t) std::memcpy(to + split.padded_position(src, t) * row, from + (src * n + t) * row, row);
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(row_of(nat, split.padded_position(src, t), row), row_of(recv, src * n + t, row), row);
 }
 
 // The inverse: nat [P n, X/P, D] in natural order back to this rank's tokens with all heads, x_nXD.
 void from_head_layout(ProcessGroup& cp, const ContextSplit& split, TensorView nat, TensorView send, TensorView recv,
                       TensorView x_nXD) {
   const int P = cp.size();
-  const int64_t n = x_nXD.size(0), X = x_nXD.size(1), D = x_nXD.size(2), Xp = X / P;
-  const size_t row = size_t(Xp * D) * x_nXD.element_size();
-  const auto* from = static_cast<const std::byte*>(nat.raw());
-  auto* s = static_cast<std::byte*>(send.raw());
+  const int64_t n = x_nXD.size(0), X = x_nXD.size(1), D = x_nXD.size(2);
+  const size_t row = size_t(X / P * D) * x_nXD.element_size();
   for (int dst = 0; dst < P; ++dst)
-    for (int64_t t = 0; t < n; ++t) std::memcpy(s + (dst * n + t) * row, from + split.padded_position(dst, t) * row, row);
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(row_of(send, dst * n + t, row), row_of(nat, split.padded_position(dst, t), row), row);
   cp.all_to_all(send.slice(0, 0, n * X * D), recv.slice(0, 0, n * X * D));
-  const auto* r = static_cast<const std::byte*>(recv.raw());
-  auto* x = static_cast<std::byte*>(x_nXD.raw());
   for (int p = 0; p < P; ++p)
-    for (int64_t t = 0; t < n; ++t) std::memcpy(x + (t * X + p * Xp) * D * x_nXD.element_size(), r + (p * n + t) * row, row);
+    for (int64_t t = 0; t < n; ++t) std::memcpy(head_group(x_nXD, t, p, P), row_of(recv, p * n + t, row), row);
 }
 
 // The keys and values going around the ring, to rank `to` and from rank `from`: the block held, the next one arriving
