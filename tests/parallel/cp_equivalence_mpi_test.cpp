@@ -225,5 +225,25 @@ TEST(ContextParallel, RefusesUlyssesWhenHeadsDoNotDivide) {
   }
 }
 
+TEST(ContextParallel, AMicroBatchWhosePaddingOverflowsTheReservationIsAnError) {
+  // Reserved for 16 tokens: 8 one-token documents are 8 tokens, but 8 x 2 CP padded ones more than a rank holds.
+  const ContextLayout layout{.cp = world().size()};
+  dist::ParallelContext context = context_for(layout);
+  kernels::KernelRegistry kernels;
+  MemoryTracker tracker;
+  engine::TrainEngine engine(engine_config_for(layout), parallel_testing::equivalence_optim(),
+                             parallel_testing::small_model_config(model::Arch::llama, false, 2, 2), kernels, context,
+                             tracker, 16);
+  engine.init_random_weights(3);
+  std::vector<engine::TensorMap> batch;
+  batch.push_back(parallel_testing::micro_batch({{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}}));
+  try {
+    engine.forward_backward(batch, parallel_testing::token_mean_nll, engine::ForwardOnly::no);
+    FAIL() << "an overflowing micro-batch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 x context_parallel_size"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace rf
