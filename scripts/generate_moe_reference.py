@@ -364,6 +364,73 @@ def write_block_case(out_dir, name, kwargs, note, seed):
 # --check: reload every folder with transformers and recompute
 
 
+def directional_fd(model, arch, sequences, k, grads, eps=1e-5, seed=7):
+    """Central difference of loss_seq_sum along a random direction (every parameter), against the
+    stored gradient's dot product with it: an independent check of the gradients' correctness."""
+    g = torch.Generator().manual_seed(seed)
+    params = dict(model.named_parameters())
+    dirs = {n: torch.randn(p.shape, generator=g, dtype=torch.float64) for n, p in params.items()}
+    predicted = sum(float((grads[n] * dirs[n]).sum()) for n in params)
+
+    def loss_at(sign):
+        with torch.no_grad():
+            for n, p in params.items():
+                p.add_(sign * eps * dirs[n])
+            loss = run_lm(model, arch, sequences, k)[1]["loss_seq_sum"]
+            for n, p in params.items():
+                p.sub_(sign * eps * dirs[n])
+        return loss
+
+    fd = (loss_at(1) - loss_at(-1)) / (2 * eps)
+    return abs(fd - predicted) / abs(predicted)
+
+
+def padded_batch(model, sequences, expected):
+    """HF's own batched path: the four sequences right-padded into one batch with an attention mask.
+    Its log-probs must equal the one-at-a-time ones, and its aux_loss (HF masks the padding out of
+    load_balancing_loss_func) must equal aux_loss_pooled."""
+    T = max(len(s) for s in sequences)
+    ids = torch.zeros(len(sequences), T, dtype=torch.long)
+    mask = torch.zeros(len(sequences), T, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, output_router_logits=True, use_cache=False)
+    worst = 0.0
+    for i, s in enumerate(sequences):
+        logp = torch.log_softmax(out.logits[i, :len(s) - 1].double(), -1).gather(1, ids[i, 1:len(s), None])[:, 0]
+        worst = max(worst, float((logp - torch.tensor(expected["sequences"][i]["logprobs"], dtype=torch.float64)).abs().max()))
+    return {"padded batch logprobs": worst,
+            "padded batch aux_loss vs aux_loss_pooled": abs(float(out.aux_loss) - expected["aux_loss_pooled"])}
+
+
+def deepseek_block_by_hand(block, x_TC):
+    """DeepseekV3MoE written out from its definition (sigmoid scores, bias only for the choice, groups
+    scored by their top-2 sum, top_k among the kept groups, weights from the raw scores, optional
+    normalisation, scaling, plus the shared experts), to check the block reference independently."""
+    r = block.gate
+    T, E, G = x_TC.shape[0], r.n_routed_experts, r.n_group
+    scores = torch.sigmoid(x_TC @ r.weight.T)
+    choice = scores + r.e_score_correction_bias
+    group_score = choice.view(T, G, E // G).topk(2, dim=-1).values.sum(-1)
+    keep = torch.zeros(T, G, dtype=torch.bool).scatter_(1, group_score.topk(r.topk_group, -1).indices, True)
+    idx = choice.masked_fill(~keep.repeat_interleave(E // G, dim=1), -math.inf).topk(r.top_k, -1).indices
+    w = scores.gather(1, idx)
+    if r.norm_topk_prob:
+        w = w / w.sum(-1, keepdim=True)
+    w = w * r.routed_scaling_factor
+
+    def mlp(m, h):
+        return (F.silu(h @ m.gate_proj.weight.T) * (h @ m.up_proj.weight.T)) @ m.down_proj.weight.T
+
+    out = mlp(block.shared_experts, x_TC)
+    for t in range(T):
+        for j in range(r.top_k):
+            out[t] = out[t] + w[t, j] * mlp(block.experts[int(idx[t, j])], x_TC[t:t + 1])[0]
+    return out, idx.sort(-1).values
+
+
 def check(out_dir):
     worst = {}
     sequences = json.load(open(os.path.join(out_dir, "tokens.json")))["sequences"]
@@ -395,9 +462,17 @@ def check(out_dir):
             w["routing equal"] = all(a["routing"] == b["routing"] for a, b in zip(pure64, expected["sequences"]))
         grads = load_file(os.path.join(d, "expected_grads.safetensors"))
         assert set(grads) - {"loss"} == {n for n, _ in model.named_parameters()}, name
+        with f64_everywhere():
+            w["grad: directional FD rel. error"] = directional_fd(m64, arch, sequences, k, grads)
+            if arch != "deepseek_v3":
+                w.update(padded_batch(m64, sequences, expected))
         worst[name] = w
         print(name, w)
         assert w["f64 (float32 casts lifted)"] <= 1e-12 and w["f32 (HF as shipped)"] <= 1e-4, name
+        assert w["grad: directional FD rel. error"] <= 1e-6, name
+        if arch != "deepseek_v3":
+            assert w["padded batch logprobs"] <= 1e-12, name
+            assert w["padded batch aux_loss vs aux_loss_pooled"] <= 1e-12, name
     for name, kwargs, _ in block_cases():
         d = os.path.join(out_dir, name)
         desc = json.load(open(os.path.join(d, "block.json")))
@@ -414,12 +489,17 @@ def check(out_dir):
         except RuntimeError as e:
             plain = str(e).splitlines()[0]
         grads = load_file(os.path.join(d, "expected_grads.safetensors"))
-        w = {"out f64 (casts lifted)": float((out.detach() - io["out"]).abs().max()),
+        with torch.no_grad():
+            by_hand, idx = deepseek_block_by_hand(block, io["x"].view(-1, config.hidden_size))
+        w = {"out by hand": float((by_hand.view_as(io["out"]) - io["out"]).abs().max()),
+             "routing by hand equal": bool(torch.equal(idx, io["topk_indices"])),
+             "out f64 (casts lifted)": float((out.detach() - io["out"]).abs().max()),
              "dx": float((x.grad - io["dx"]).abs().max()),
              "grads": max(float((p.grad - grads[n]).abs().max()) for n, p in block.named_parameters()),
              "out f64 (HF as shipped)": plain}
         print(name, w)
         assert w["out f64 (casts lifted)"] <= 1e-13 and w["grads"] <= 1e-12, name
+        assert w["out by hand"] <= 1e-12 and w["routing by hand equal"], name
         worst[name] = w
     with open(os.path.join(out_dir, "check.json"), "w") as f:
         json.dump({"torch": torch.__version__, "transformers": transformers.__version__, "max_abs_diff": worst},
