@@ -184,21 +184,16 @@ def lm_cases():
     ]
 
 
-def router_margin(model, arch, outputs, k):
-    if arch == "deepseek_v3":
-        return None  # measured by the hooks in run_lm
-    return min(softmax_topk_margin(r, k) for r in outputs.router_logits)
-
-
 def run_lm(model, arch, sequences, k):
     """f64 forward per sequence (each alone, as one packed document is), log-probs, entropies, the
-    losses, and for Qwen the per-sequence and pooled router aux losses and the routing."""
-    ds_margins, hooks = [], []
+    losses, the routing margin (DeepSeek's router logits are not returned, so hooks measure it), and for
+    Qwen the routing and the per-sequence and pooled router aux losses."""
+    margins, hooks = [], []
     if arch == "deepseek_v3":
         for m in model.modules():
             if type(m).__name__ == "DeepseekV3TopkRouter":
                 hooks.append(m.register_forward_hook(
-                    lambda mod, inp, out: ds_margins.append(deepseek_margin(mod, inp[0].detach().view(-1, mod.config.hidden_size)))))
+                    lambda mod, inp, out: margins.append(deepseek_margin(mod, inp[0].detach().view(-1, mod.config.hidden_size)))))
     result, loss_seq_sum, all_logp, per_layer_logits = [], 0, [], None
     for tokens in sequences:
         ids = torch.tensor([tokens])
@@ -215,7 +210,7 @@ def run_lm(model, arch, sequences, k):
         if arch != "deepseek_v3":
             entry["aux_loss"] = float(out.aux_loss)
             entry["routing"] = [r.topk(k, dim=-1).indices.tolist() for r in out.router_logits]
-            ds_margins.append(router_margin(model, arch, out, k))
+            margins.append(min(softmax_topk_margin(r, k) for r in out.router_logits))
             if per_layer_logits is None:
                 per_layer_logits = [[] for _ in out.router_logits]
             for layer, r in enumerate(out.router_logits):
@@ -227,7 +222,7 @@ def run_lm(model, arch, sequences, k):
     summary = {"num_predicted_tokens": int(logp_cat.numel()), "loss": float(-logp_cat.mean()),
                "loss_token_mean": float(-logp_cat.mean()),
                "loss_seq_mean": float(loss_seq_sum) / len(sequences), "loss_seq_sum": float(loss_seq_sum),
-               "min_routing_margin": min(ds_margins)}
+               "min_routing_margin": min(margins)}
     pooled_aux = None
     if per_layer_logits is not None:
         pooled_aux = load_balancing_loss_func(tuple(torch.cat(l) for l in per_layer_logits),
