@@ -109,6 +109,12 @@ TEST(MoePermute, ExpertMajorStableOrder) {
         EXPECT_TRUE(bitwise_equal(p.rows_JC.view().select(0, j), tokens.view().select(0, n))) << j;
       }
       for (int64_t e = 0; e < 3; ++e) EXPECT_EQ(p.tokens_per_expert_E.data<int64_t>()[e], expected_counts[e]);
+      // Without probs: the same order and rows.
+      const Tensor rows({7, 7}, DType::f32), indices({7}, index_dtype), counts({3}, DType::i64);
+      table->moe_permute(tokens, r.map_NE, TensorView(), rows, TensorView(), indices, counts);
+      EXPECT_TRUE(bitwise_equal(rows, p.rows_JC) && bitwise_equal(indices, p.sorted_indices_J) &&
+                  bitwise_equal(counts, p.tokens_per_expert_E))
+          << kernel_variant_name(table->variant) << " without probs";
     }
   }
 }
@@ -129,7 +135,8 @@ TEST(MoePermute, CpuMatchesRef) {
     for (const Case& c : kCases) {
       const Routing r = make_routing(c.N, c.E, c.topk, uint64_t(++seed), c.skip, c.unused);
       const Tensor tokens = random_tensor({c.N, c.C}, dtype, uint64_t(++seed));
-      const Permuted expected = permute(ref::table(), tokens, r);
+      const DType index_dtype = c.N % 2 == 1 ? DType::i32 : DType::i64;
+      const Permuted expected = permute(ref::table(), tokens, r, index_dtype);
       const Tensor y = random_tensor({r.num_routed, c.C}, dtype, uint64_t(++seed));
       const Tensor out_init = random_tensor({c.N, c.C}, dtype, uint64_t(++seed));
       Tensor out_ref({c.N, c.C}, dtype), out_add_ref({c.N, c.C}, dtype);
@@ -143,7 +150,7 @@ TEST(MoePermute, CpuMatchesRef) {
                                                layout == Layout::strided ? "strided" : "contiguous");
           const GuardedTensor tokens_g = guarded_copy(tokens, layout);
           const GuardedTensor rows_g({r.num_routed, c.C}, dtype, layout);
-          const Tensor probs({r.num_routed}, DType::f32), indices({r.num_routed}, DType::i64), counts({c.E}, DType::i64);
+          const Tensor probs({r.num_routed}, DType::f32), indices({r.num_routed}, index_dtype), counts({c.E}, DType::i64);
           table->moe_permute(tokens_g, r.map_NE, r.probs_NE, rows_g, probs, indices, counts);
           EXPECT_TRUE(bitwise_equal(rows_g, expected.rows_JC)) << what << " permuted rows";
           EXPECT_TRUE(bitwise_equal(probs, expected.probs_J)) << what << " permuted probs";
