@@ -303,10 +303,13 @@ std::vector<OpCase> make_cases(const Workload& w) {
   };
   for (const GroupedCase& g : grouped) {
     const double flops = 2.0 * double(kJ) * double(g.I) * double(g.O);
-    const double bytes_x = double(kJ * g.I) * es, bytes_w = double(kE * g.O * g.I) * es, bytes_y = double(kJ * g.O) * es;
+    const double bytes_x = double(kJ * g.I) * es, bytes_w = double(kE * g.O * g.I) * es;
+    const double bytes_y = double(kJ * g.O) * es;
     const std::string tag = std::string("/") + g.layer;
     add("grouped_gemm_fwd" + tag, flops, bytes_x + bytes_w + bytes_y, kJ, 32, "J",
-        [g](const KernelTable& t, int64_t rows) { t.grouped_gemm_forward(head(*g.x, rows), *g.w, group_sizes_for(rows), head(*g.y, rows)); });
+        [g](const KernelTable& t, int64_t rows) {
+          t.grouped_gemm_forward(head(*g.x, rows), *g.w, group_sizes_for(rows), head(*g.y, rows));
+        });
     add("grouped_gemm_dgrad" + tag, flops, bytes_x + bytes_w + bytes_y, kJ, 32, "J",
         [g](const KernelTable& t, int64_t rows) {
           t.grouped_gemm_dgrad(head(*g.dy, rows), *g.w, group_sizes_for(rows), head(*g.dx, rows), Accumulate::overwrite);

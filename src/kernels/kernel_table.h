@@ -41,9 +41,9 @@ enum class KernelOp : uint8_t {
 };
 inline constexpr int kNumKernelOps = 12;
 
-// The engine under the cpu variants' GEMM-backed ops (gemm, linear, the moe grouped GEMM): oneDNN's matmul, OpenBLAS's sgemm (f32
-// only), or the ordered GEMM (ours, cpu/ordered_gemm.h: one reduction order per element whatever the
-// batch, threads or ISA).
+// The engine under the cpu variants' GEMM-backed ops (gemm, linear, the moe grouped GEMM): oneDNN's
+// matmul, OpenBLAS's sgemm (f32 only), or the ordered GEMM (ours, cpu/ordered_gemm.h: one reduction order
+// per element whatever the batch, threads or ISA).
 enum class GemmLibrary : uint8_t { onednn, openblas, ordered };
 // The size classes the f32 engine may differ by: calls with at most this many rows (tokens) and more.
 inline constexpr int64_t kFewRows = 64;
@@ -96,7 +96,8 @@ bool variant_supports(KernelVariant variant, DType dtype);
 namespace ref {
 const KernelTable& table();
 }
-// table(): GEMM-backed ops (gemm, linear, grouped GEMM) on oneDNN; openblas_table(), ordered_table(): on OpenBLAS, on the ordered GEMM.
+// table(): GEMM-backed ops (gemm, linear, grouped GEMM) on oneDNN; openblas_table(), ordered_table(): on
+// OpenBLAS, on the ordered GEMM.
 namespace cpu_generic {
 const KernelTable& table();
 const KernelTable& openblas_table();

@@ -406,7 +406,10 @@ TEST(Moe, RejectsBadArgumentsNamingThem) {
     expect_error_containing(
         [&] { t->moe_permute(x, map_f32, routing.probs_NE, rows, probs, indices, counts); }, "routing_map_NE");
     expect_error_containing(
-        [&] { t->moe_permute(x, routing.map_NE, routing.probs_NE, rows_short, Tensor({5}, DType::f32), Tensor({5}, DType::i64), counts); },
+        [&] {
+          t->moe_permute(x, routing.map_NE, routing.probs_NE, rows_short, Tensor({5}, DType::f32),
+                         Tensor({5}, DType::i64), counts);
+        },
         "routes 12 rows");
     expect_error_containing(
         [&] { t->moe_permute(x, routing.map_NE, routing.probs_NE, rows, probs, indices_f32, counts); },

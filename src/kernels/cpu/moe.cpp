@@ -76,7 +76,8 @@ void moe_gather(TensorView x_NC, TensorView sorted_indices_J, TensorView y_JC) {
   const int64_t J = y_JC.size(0), row_bytes = x_NC.size(1) * int64_t(x_NC.element_size());
   const auto* x = static_cast<const std::byte*>(x_NC.raw());
   auto* y = static_cast<std::byte*>(y_JC.raw());
-  const int64_t ldx = x_NC.stride(0) * int64_t(x_NC.element_size()), ldy = y_JC.stride(0) * int64_t(y_JC.element_size());
+  const int64_t ldx = x_NC.stride(0) * int64_t(x_NC.element_size());
+  const int64_t ldy = y_JC.stride(0) * int64_t(y_JC.element_size());
 #pragma omp parallel for schedule(static) if (J * row_bytes > kMinParallelElements * 4)
   for (int64_t j = 0; j < J; ++j) std::memcpy(y + j * ldy, x + source[size_t(j)] * ldx, size_t(row_bytes));
 }
