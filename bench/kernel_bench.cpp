@@ -11,10 +11,14 @@
 // tensors (1/d of the tokens, of the batch, or of the AdamW buffer; every op's cost is linear in
 // that dim) and its time is multiplied by d; each ref line says which slice it timed. Everything
 // else runs on the full shape.
+// The MoE ops run on an expert layer of the same widths: E = 8 local experts with FFN 1408 each and
+// J = 2048 routed rows in uneven per-expert counts (one expert empty) for the grouped GEMM; N/2 tokens
+// routed to 2 experts each (J rows again) for permute and unpermute. The grouped GEMM's lines compare
+// with the linear lines of the same shape (gate_up, down at N = J rows): what grouping costs.
 // What is not here: the whole training step (train_step_bench) and per-shape GEMM detail
 // (gemm_bench).
 // Legend: B batch, T sequence, N = B*T tokens, C hidden, H heads, K kv heads, D head dim, F FFN,
-// V vocab.
+// V vocab, E experts, J routed rows.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -45,6 +49,10 @@ constexpr int64_t kB = 8, kT = 256, kN = kB * kT, kC = 512, kH = 8, kK = 4, kD =
 // AdamW and the grad norm sweep one flat buffer of 2^24 elements: the order of the model's
 // parameter count (4.2M each for the embedding and the untied head, 2.95M per layer).
 constexpr int64_t kNumParams = int64_t(1) << 24;
+constexpr int64_t kE = 8, kJ = kN, kTopk = 2;
+// Rows per expert, summing to kJ, uneven and with an empty expert; multiples of 32 so that ref's
+// 1/32 slice keeps the same proportions (group_sizes_for).
+constexpr int64_t kGroupSizes[kE] = {416, 96, 352, 0, 288, 480, 160, 256};
 constexpr int kMinReps = 5;
 constexpr int kPeakReps = 10;
 // `ref` takes kMinReps calls; fast kernels repeat until about 0.25 s (at most 25 calls), so
@@ -120,6 +128,12 @@ struct Workload {
   Tensor gate_NF, up_NF, h_NF, dh_NF, dgate_NF, dup_NF;
   // logprob
   Tensor logits_NV, targets_N, logp_N, entropy_N, lse_N, dlogp_N, dentropy_N, dlogits_NV;
+  // moe: the grouped GEMM's fc1 (C -> 2F, gate and up fused) and fc2 (F -> C) over kJ routed rows;
+  // permute / unpermute of kJ / kTopk tokens
+  Tensor fc1_x_JC, fc1_w_EOI, fc1_y_JO, fc1_dy_JO, fc1_dx_JC, fc1_dw_EOI;
+  Tensor fc2_x_JF, fc2_w_EOI, fc2_y_JC, fc2_dy_JC, fc2_dx_JF, fc2_dw_EOI;
+  Tensor moe_tokens_NC, routing_map_NE, probs_NE, permuted_JC, permuted_probs_J, sorted_indices_J, tokens_per_expert_E,
+      combined_NC;
   // adamw / sum_squares: f32 masters always; the bf16 run writes the bf16 model copy too
   Tensor param, grad, exp_avg, exp_avg_sq, param_copy, sq_x;
 };
@@ -187,6 +201,31 @@ Workload make_workload(DType dtype) {
   w.dlogp_N = random({kN}, DType::f32, 19);
   w.dentropy_N = random({kN}, DType::f32, 20);
   w.dlogits_NV = Tensor({kN, kV}, dtype);
+  w.fc1_x_JC = random({kJ, kC}, dtype, 24);
+  w.fc1_w_EOI = random({kE, 2 * kF, kC}, dtype, 25, -0.05, 0.05);
+  w.fc1_y_JO = Tensor({kJ, 2 * kF}, dtype);
+  w.fc1_dy_JO = random({kJ, 2 * kF}, dtype, 26);
+  w.fc1_dx_JC = Tensor({kJ, kC}, dtype);
+  w.fc1_dw_EOI = Tensor({kE, 2 * kF, kC}, grad_dtype);
+  w.fc2_x_JF = random({kJ, kF}, dtype, 27);
+  w.fc2_w_EOI = random({kE, kC, kF}, dtype, 28, -0.05, 0.05);
+  w.fc2_y_JC = Tensor({kJ, kC}, dtype);
+  w.fc2_dy_JC = random({kJ, kC}, dtype, 29);
+  w.fc2_dx_JF = Tensor({kJ, kF}, dtype);
+  w.fc2_dw_EOI = Tensor({kE, kC, kF}, grad_dtype);
+  const int64_t num_tokens = kJ / kTopk;
+  w.moe_tokens_NC = random({num_tokens, kC}, dtype, 30);
+  w.routing_map_NE = Tensor({num_tokens, kE}, DType::boolean);
+  for (int64_t n = 0; n < num_tokens; ++n) {  // experts n mod E and (3n + 1) mod E: distinct, every expert used
+    w.routing_map_NE.data<bool>()[n * kE + n % kE] = true;
+    w.routing_map_NE.data<bool>()[n * kE + (3 * n + 1) % kE] = true;
+  }
+  w.probs_NE = random({num_tokens, kE}, DType::f32, 31, 0.0, 1.0);
+  w.permuted_JC = Tensor({kJ, kC}, dtype);
+  w.permuted_probs_J = Tensor({kJ}, DType::f32);
+  w.sorted_indices_J = Tensor({kJ}, DType::i64);
+  w.tokens_per_expert_E = Tensor({kE}, DType::i64);
+  w.combined_NC = Tensor({num_tokens, kC}, dtype);
   w.param = random({kNumParams}, DType::f32, 21);
   w.grad = random({kNumParams}, DType::f32, 22, -1e-2, 1e-2);
   w.exp_avg = Tensor({kNumParams}, DType::f32);
@@ -202,6 +241,15 @@ void prepare(const KernelRegistry& registry, const Workload& w) {
   registry.rmsnorm_forward({}, w.x_NC, w.w_C, w.y_NC, saved);
   registry.attention_forward({}, w.q_BTHD, w.k_BTKD, w.v_BTKD, w.out_BTHD, w.lse_BHT);
   registry.logprob_forward({}, w.logits_NV, w.targets_N, w.logp_N, w.entropy_N, w.lse_N);
+  registry.moe_permute(w.moe_tokens_NC, w.routing_map_NE, w.probs_NE, w.permuted_JC, w.permuted_probs_J,
+                       w.sorted_indices_J, w.tokens_per_expert_E);
+}
+
+// kGroupSizes scaled down to a call of `rows` of the kJ rows (ref's slice).
+std::vector<int64_t> group_sizes_for(int64_t rows) {
+  std::vector<int64_t> sizes;
+  for (int64_t size : kGroupSizes) sizes.push_back(size / (kJ / rows));
+  return sizes;
 }
 
 // Causal attention multiply-adds: each of the B*H rows of queries sees T(T+1)/2 keys, and each
@@ -242,6 +290,48 @@ std::vector<OpCase> make_cases(const Workload& w) {
           t.linear_wgrad(head(w.lin_dy[i], rows), head(w.lin_x[i], rows), w.lin_dw[i], TensorView(), Accumulate::add);
         });
   }
+
+  // Both expert GEMMs of the layer; each expert's weight is read once per call whatever its rows.
+  struct GroupedCase {
+    const char* layer;
+    int64_t I, O;
+    const Tensor *x, *w, *y, *dy, *dx, *dw;
+  };
+  const GroupedCase grouped[] = {
+      {"fc1", kC, 2 * kF, &w.fc1_x_JC, &w.fc1_w_EOI, &w.fc1_y_JO, &w.fc1_dy_JO, &w.fc1_dx_JC, &w.fc1_dw_EOI},
+      {"fc2", kF, kC, &w.fc2_x_JF, &w.fc2_w_EOI, &w.fc2_y_JC, &w.fc2_dy_JC, &w.fc2_dx_JF, &w.fc2_dw_EOI},
+  };
+  for (const GroupedCase& g : grouped) {
+    const double flops = 2.0 * double(kJ) * double(g.I) * double(g.O);
+    const double bytes_x = double(kJ * g.I) * es, bytes_w = double(kE * g.O * g.I) * es;
+    const double bytes_y = double(kJ * g.O) * es;
+    const std::string tag = std::string("/") + g.layer;
+    add("grouped_gemm_fwd" + tag, flops, bytes_x + bytes_w + bytes_y, kJ, 32, "J",
+        [g](const KernelTable& t, int64_t rows) {
+          t.grouped_gemm_forward(head(*g.x, rows), *g.w, group_sizes_for(rows), head(*g.y, rows));
+        });
+    add("grouped_gemm_dgrad" + tag, flops, bytes_x + bytes_w + bytes_y, kJ, 32, "J",
+        [g](const KernelTable& t, int64_t rows) {
+          t.grouped_gemm_dgrad(head(*g.dy, rows), *g.w, group_sizes_for(rows), head(*g.dx, rows), Accumulate::overwrite);
+        });
+    add("grouped_gemm_wgrad" + tag, flops, bytes_x + double(kE * g.O * g.I) * 8 + bytes_y, kJ, 32, "J",
+        [g](const KernelTable& t, int64_t rows) {
+          t.grouped_gemm_wgrad(head(*g.dy, rows), head(*g.x, rows), group_sizes_for(rows), *g.dw, Accumulate::add);
+        });
+  }
+  // Permute reads the map and the routed tokens' rows and writes the J rows, probs and indices;
+  // unpermute reads the J rows and writes the N/2 combined ones. ref runs the full shape (the copies
+  // are cheap even as element loops).
+  const double num_tokens = double(kJ / kTopk), row_bytes = kC * es;
+  add("moe_permute", 0, num_tokens * kE * 5 + kJ * (2 * row_bytes + 12), kJ, 1, "J",
+      [&w](const KernelTable& t, int64_t) {
+        t.moe_permute(w.moe_tokens_NC, w.routing_map_NE, w.probs_NE, w.permuted_JC, w.permuted_probs_J,
+                      w.sorted_indices_J, w.tokens_per_expert_E);
+      });
+  add("moe_unpermute", 0, kJ * (row_bytes + 8) + num_tokens * row_bytes, kJ, 1, "J",
+      [&w](const KernelTable& t, int64_t) {
+        t.moe_unpermute(w.permuted_JC, w.sorted_indices_J, w.combined_NC, Accumulate::overwrite);
+      });
 
   add("rmsnorm_fwd", 0, 2 * n * kC * es + n * 4, kN, 8, "N", [&w](const KernelTable& t, int64_t rows) {
     RmsNormSaved saved{head(w.rstd_N, rows)};

@@ -47,6 +47,7 @@ std::string_view kernel_op_name(KernelOp op) {
     case KernelOp::adamw: return "adamw";
     case KernelOp::grad_norm: return "grad_norm";
     case KernelOp::paged_attention: return "paged_attention";
+    case KernelOp::moe: return "moe";
   }
   return "?";
 }
@@ -106,7 +107,8 @@ KernelRegistry::KernelRegistry(const KernelConfig& config, CpuFeatures features)
   for (int op = 0; op < kNumKernelOps; ++op) {
     for (int d = 0; d < kNumDTypes; ++d) {
       const KernelVariant wanted = per_op[size_t(op)];
-      const bool gemm_backed = KernelOp(op) == KernelOp::gemm || KernelOp(op) == KernelOp::linear;
+      const bool gemm_backed =
+          KernelOp(op) == KernelOp::gemm || KernelOp(op) == KernelOp::linear || KernelOp(op) == KernelOp::moe;
       const GemmLibrary library = gemm_backed ? gemm_library(DType(d)) : GemmLibrary::onednn;
       choice_[size_t(op)][size_t(d)] =
           &table_of(variant_supports(wanted, DType(d)) ? wanted : KernelVariant::ref, library);

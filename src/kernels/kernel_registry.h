@@ -5,7 +5,7 @@
 //    RLFORGE_MAX_CPU_ISA caps what "this CPU" means (CpuFeatures::detect).
 //  - `force_variant` pins every op to one variant (an error if this CPU cannot run it);
 //    `overrides` pin single ops, e.g. {attention -> ref} to bisect a numerics question.
-//  - The GEMM-backed ops (gemm, linear) of the cpu variants run on one GEMM engine per dtype:
+//  - The GEMM-backed ops (gemm, linear, moe's grouped GEMM) of the cpu variants run on one GEMM engine per dtype:
 //    f32 on `f32_gemm` (on `f32_gemm_few_rows` for calls of at most kFewRows rows, when set; the apps
 //    set both from gemm_choice.h's measurement); bf16 on oneDNN where oneDNN has a bf16 kernel
 //    (avx512_core and up), else on the ordered GEMM (ours), so bf16 runs on every x86-64 CPU.
@@ -141,6 +141,32 @@ class KernelRegistry {
                       TensorView v_cache_PZKD) const {
     table(KernelOp::paged_attention, k_cache_PZKD.dtype())
         .kv_cache_write(k_NKD, v_NKD, slot_mapping_N, k_cache_PZKD, v_cache_PZKD);
+  }
+  void moe_permute(TensorView tokens_NC, TensorView routing_map_NE, TensorView probs_NE, TensorView permuted_JC,
+                   TensorView permuted_probs_J, TensorView sorted_indices_J, TensorView tokens_per_expert_E) const {
+    table(KernelOp::moe, tokens_NC.dtype())
+        .moe_permute(tokens_NC, routing_map_NE, probs_NE, permuted_JC, permuted_probs_J, sorted_indices_J,
+                     tokens_per_expert_E);
+  }
+  void moe_unpermute(TensorView y_JC, TensorView sorted_indices_J, TensorView out_NC, Accumulate mode) const {
+    table(KernelOp::moe, y_JC.dtype()).moe_unpermute(y_JC, sorted_indices_J, out_NC, mode);
+  }
+  void moe_gather(TensorView x_NC, TensorView sorted_indices_J, TensorView y_JC) const {
+    table(KernelOp::moe, x_NC.dtype()).moe_gather(x_NC, sorted_indices_J, y_JC);
+  }
+  // The grouped GEMM runs on the many-rows f32 engine (f32_gemm) even when its groups are small: the
+  // few-rows engine is picked for decode-sized calls, and a table has one engine for all its groups.
+  void grouped_gemm_forward(TensorView x_NI, TensorView w_EOI, std::span<const int64_t> group_sizes_E,
+                            TensorView y_NO) const {
+    table(KernelOp::moe, x_NI.dtype()).grouped_gemm_forward(x_NI, w_EOI, group_sizes_E, y_NO);
+  }
+  void grouped_gemm_dgrad(TensorView dy_NO, TensorView w_EOI, std::span<const int64_t> group_sizes_E,
+                          TensorView dx_NI, Accumulate mode) const {
+    table(KernelOp::moe, dy_NO.dtype()).grouped_gemm_dgrad(dy_NO, w_EOI, group_sizes_E, dx_NI, mode);
+  }
+  void grouped_gemm_wgrad(TensorView dy_NO, TensorView x_NI, std::span<const int64_t> group_sizes_E,
+                          TensorView dw_EOI, Accumulate mode) const {
+    table(KernelOp::moe, dy_NO.dtype()).grouped_gemm_wgrad(dy_NO, x_NI, group_sizes_E, dw_EOI, mode);
   }
 
  private:

@@ -12,6 +12,7 @@
 #include "kernels/grad_norm.h"
 #include "kernels/linear.h"
 #include "kernels/logprob.h"
+#include "kernels/moe.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -36,12 +37,13 @@ enum class KernelOp : uint8_t {
   adamw,
   grad_norm,
   paged_attention,  // paged_attention_forward and kv_cache_write (the rollout's KV cache)
+  moe,  // moe_permute, moe_unpermute, moe_gather and the grouped GEMM (GEMM-backed)
 };
-inline constexpr int kNumKernelOps = 11;
+inline constexpr int kNumKernelOps = 12;
 
-// The engine under the cpu variants' GEMM and linear ops: oneDNN's matmul, OpenBLAS's sgemm (f32
-// only), or the ordered GEMM (ours, cpu/ordered_gemm.h: one reduction order per element whatever the
-// batch, threads or ISA).
+// The engine under the cpu variants' GEMM-backed ops (gemm, linear, the moe grouped GEMM): oneDNN's
+// matmul, OpenBLAS's sgemm (f32 only), or the ordered GEMM (ours, cpu/ordered_gemm.h: one reduction order
+// per element whatever the batch, threads or ISA).
 enum class GemmLibrary : uint8_t { onednn, openblas, ordered };
 // The size classes the f32 engine may differ by: calls with at most this many rows (tokens) and more.
 inline constexpr int64_t kFewRows = 64;
@@ -79,6 +81,12 @@ struct KernelTable {
   ScaleFn scale;
   PagedAttentionForwardFn paged_attention_forward;
   KvCacheWriteFn kv_cache_write;
+  MoePermuteFn moe_permute;
+  MoeUnpermuteFn moe_unpermute;
+  MoeGatherFn moe_gather;
+  GroupedGemmForwardFn grouped_gemm_forward;
+  GroupedGemmDgradFn grouped_gemm_dgrad;
+  GroupedGemmWgradFn grouped_gemm_wgrad;
 };
 
 // Whether a variant implements an op for a dtype (the `ref` variant implements all ops for f32,
@@ -88,7 +96,8 @@ bool variant_supports(KernelVariant variant, DType dtype);
 namespace ref {
 const KernelTable& table();
 }
-// table(): GEMM-backed ops on oneDNN; openblas_table(), ordered_table(): on OpenBLAS, on the ordered GEMM.
+// table(): GEMM-backed ops (gemm, linear, grouped GEMM) on oneDNN; openblas_table(), ordered_table(): on
+// OpenBLAS, on the ordered GEMM.
 namespace cpu_generic {
 const KernelTable& table();
 const KernelTable& openblas_table();

@@ -11,7 +11,7 @@
 
 #include "core/element_access.h"
 #include "kernels/blas_info.h"
-#include "kernels/kernel_registry.h"
+#include "kernels/fast_variants.h"
 #include "support/test_support.h"
 
 namespace rf::kernels {
@@ -25,29 +25,6 @@ using rf::testing::random_tensor;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr Layout kLayouts[] = {Layout::contiguous, Layout::strided};
-
-struct FastTable {
-  const KernelTable* table;
-  std::string name;  // "cpu_avx2/ordered"
-};
-
-// Every cpu variant this CPU runs, on every GEMM engine that takes `dtype`: oneDNN (bf16 only where
-// it has a bf16 kernel), OpenBLAS (f32 only) and the ordered GEMM.
-std::vector<FastTable> fast_tables(DType dtype) {
-  const KernelRegistry registry;
-  std::vector<FastTable> tables;
-  for (KernelVariant v : {KernelVariant::cpu_generic, KernelVariant::cpu_avx2, KernelVariant::cpu_avx512}) {
-    if (!registry.can_run(v)) continue;
-    for (GemmLibrary library : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::ordered}) {
-      if (dtype == DType::bf16 && library == GemmLibrary::openblas) continue;
-      if (dtype == DType::bf16 && library == GemmLibrary::onednn && !onednn_has_bf16_matmul()) continue;
-      const KernelRegistry chosen(KernelConfig{.force_variant = v, .f32_gemm = library});
-      tables.push_back({&chosen.table(KernelOp::gemm, DType::f32),
-                        fmt::format("{}/{}", kernel_variant_name(v), gemm_library_name(library))});
-    }
-  }
-  return tables;
-}
 
 const char* name(Layout layout) { return layout == Layout::strided ? "strided" : "contiguous"; }
 

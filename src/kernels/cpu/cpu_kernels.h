@@ -17,7 +17,7 @@
 namespace rf::kernels::RF_CPU_NS {
 #include "kernels/variant_ops.h"
 
-// The table with the GEMM-backed ops (gemm, linear) on OpenBLAS for f32, and on the ordered GEMM;
+// The table with the GEMM-backed ops (gemm, linear, grouped GEMM) on OpenBLAS for f32, and on the ordered GEMM;
 // table() has them on oneDNN (KernelConfig picks per dtype).
 const KernelTable& openblas_table();
 const KernelTable& ordered_table();

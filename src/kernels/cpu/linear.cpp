@@ -6,6 +6,7 @@
 // Every op is one matrix product on 2-D views whose layout is read from their strides, so the
 // transposes of the linear backward cost nothing. What is ours beyond the ordered GEMM: the OpenBLAS
 // path's bias and residual add (folded into the GEMM as beta = 1) and the bias-gradient column sum.
+// The grouped GEMM of the MoE experts (moe.h) is here too: one linear call per expert on the same engine.
 // f64 is not here: the registry sends it to `ref`.
 // Legend: N rows (tokens), I in-features, O out-features; a GEMM's operands are a_MK, b_KN, c_MN.
 #include <cblas.h>
@@ -13,11 +14,14 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
+#include <span>
 
+#include "core/tensor.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/ordered_gemm.h"
 #include "kernels/linear_args.h"
+#include "kernels/moe_args.h"
 
 namespace rf::kernels::RF_CPU_NS {
 namespace {
@@ -176,6 +180,53 @@ void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, Tens
   }
 }
 
+// The grouped GEMM (moe.h): each expert's rows are one linear call on the same engine, in expert
+// order. The parallelism is inside each GEMM (every engine threads its own M and N): with a few
+// hundred rows per expert and O, I in the hundreds to thousands, each GEMM fills both cores, while
+// a split over experts would leave a core idle whenever the groups are uneven. An empty group is
+// skipped (the engines are not asked for M = 0 or K = 0 products); its weight gradient is then
+// zeroed (overwrite) or left alone (add), the value of an empty sum.
+template <GemmLibrary library>
+void grouped_gemm_forward_with(TensorView x_NI, TensorView w_EOI, std::span<const int64_t> group_sizes_E,
+                               TensorView y_NO) {
+  check_grouped_gemm_forward_args(x_NI, w_EOI, group_sizes_E, y_NO);
+  check_dtypes(x_NI.dtype(), w_EOI.dtype(), y_NO.dtype(), "grouped_gemm");
+  int64_t row = 0;
+  for (size_t e = 0; e < group_sizes_E.size(); row += group_sizes_E[e], ++e)
+    if (group_sizes_E[e] > 0)
+      linear_forward_with<library>(x_NI.slice(0, row, group_sizes_E[e]), w_EOI.select(0, int64_t(e)), TensorView(),
+                                   y_NO.slice(0, row, group_sizes_E[e]));
+}
+
+template <GemmLibrary library>
+void grouped_gemm_dgrad_with(TensorView dy_NO, TensorView w_EOI, std::span<const int64_t> group_sizes_E,
+                             TensorView dx_NI, Accumulate mode) {
+  check_grouped_gemm_dgrad_args(dy_NO, w_EOI, group_sizes_E, dx_NI);
+  check_dtypes(dy_NO.dtype(), w_EOI.dtype(), dx_NI.dtype(), "grouped_gemm_dgrad");
+  int64_t row = 0;
+  for (size_t e = 0; e < group_sizes_E.size(); row += group_sizes_E[e], ++e)
+    if (group_sizes_E[e] > 0)
+      linear_dgrad_with<library>(dy_NO.slice(0, row, group_sizes_E[e]), w_EOI.select(0, int64_t(e)),
+                                 dx_NI.slice(0, row, group_sizes_E[e]), mode);
+}
+
+template <GemmLibrary library>
+void grouped_gemm_wgrad_with(TensorView dy_NO, TensorView x_NI, std::span<const int64_t> group_sizes_E,
+                             TensorView dw_EOI, Accumulate mode) {
+  check_grouped_gemm_wgrad_args(dy_NO, x_NI, group_sizes_E, dw_EOI);
+  check_dtypes(dy_NO.dtype(), x_NI.dtype(), dw_EOI.dtype(), "grouped_gemm_wgrad");
+  int64_t row = 0;
+  for (size_t e = 0; e < group_sizes_E.size(); row += group_sizes_E[e], ++e) {
+    const TensorView dw_OI = dw_EOI.select(0, int64_t(e));
+    if (group_sizes_E[e] > 0) {
+      linear_wgrad_with<library>(dy_NO.slice(0, row, group_sizes_E[e]), x_NI.slice(0, row, group_sizes_E[e]), dw_OI,
+                                 TensorView(), mode);
+    } else if (mode == Accumulate::overwrite) {
+      fill_zero(dw_OI);
+    }
+  }
+}
+
 template <GemmLibrary library>
 const KernelTable& table_on() {
   static const KernelTable kTable = [] {
@@ -185,6 +236,9 @@ const KernelTable& table_on() {
     t.linear_residual_forward = linear_residual_forward_with<library>;
     t.linear_dgrad = linear_dgrad_with<library>;
     t.linear_wgrad = linear_wgrad_with<library>;
+    t.grouped_gemm_forward = grouped_gemm_forward_with<library>;
+    t.grouped_gemm_dgrad = grouped_gemm_dgrad_with<library>;
+    t.grouped_gemm_wgrad = grouped_gemm_wgrad_with<library>;
     return t;
   }();
   return kTable;
@@ -207,6 +261,17 @@ void linear_dgrad(TensorView dy_NO, TensorView w_OI, TensorView dx_NI, Accumulat
 }
 void linear_wgrad(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, TensorView db_O, Accumulate mode) {
   linear_wgrad_with<GemmLibrary::onednn>(dy_NO, x_NI, dw_OI, db_O, mode);
+}
+void grouped_gemm_forward(TensorView x_NI, TensorView w_EOI, std::span<const int64_t> group_sizes_E, TensorView y_NO) {
+  grouped_gemm_forward_with<GemmLibrary::onednn>(x_NI, w_EOI, group_sizes_E, y_NO);
+}
+void grouped_gemm_dgrad(TensorView dy_NO, TensorView w_EOI, std::span<const int64_t> group_sizes_E, TensorView dx_NI,
+                        Accumulate mode) {
+  grouped_gemm_dgrad_with<GemmLibrary::onednn>(dy_NO, w_EOI, group_sizes_E, dx_NI, mode);
+}
+void grouped_gemm_wgrad(TensorView dy_NO, TensorView x_NI, std::span<const int64_t> group_sizes_E, TensorView dw_EOI,
+                        Accumulate mode) {
+  grouped_gemm_wgrad_with<GemmLibrary::onednn>(dy_NO, x_NI, group_sizes_E, dw_EOI, mode);
 }
 
 }  // namespace rf::kernels::RF_CPU_NS
