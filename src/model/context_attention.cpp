@@ -390,9 +390,8 @@ void ContextAttention::ulysses_forward(const LayerContext& ctx, const ContextSpl
   to_head_layout(cp, split, q, s.sendbuf, s.recvbuf, q_nat);
   to_head_layout(cp, split, k, s.sendbuf, s.recvbuf, k_nat);
   to_head_layout(cp, split, v, s.sendbuf, s.recvbuf, v_nat);
-  const std::vector<int32_t> documents = split.padded_cu_seqlens();
-  ctx.kernels.attention_forward({.cu_seqlens = documents}, as_bthd(q_nat), as_bthd(k_nat), as_bthd(v_nat),
-                                as_bthd(out_nat), lse_view(lse, Hp, Np));
+  ctx.kernels.attention_forward({.cu_seqlens = split.padded_cu_seqlens()}, as_bthd(q_nat), as_bthd(k_nat),
+                                as_bthd(v_nat), as_bthd(out_nat), lse_view(lse, Hp, Np));
   from_head_layout(cp, split, out_nat, s.sendbuf, s.recvbuf, out);
 }
 
@@ -411,10 +410,9 @@ void ContextAttention::ulysses_backward(const LayerContext& ctx, const ContextSp
   to_head_layout(cp, split, v, s.sendbuf, s.recvbuf, v_nat);
   to_head_layout(cp, split, out, s.sendbuf, s.recvbuf, out_nat);
   to_head_layout(cp, split, dout, s.sendbuf, s.recvbuf, dout_nat);
-  const std::vector<int32_t> documents = split.padded_cu_seqlens();
-  ctx.kernels.attention_backward({.cu_seqlens = documents}, as_bthd(q_nat), as_bthd(k_nat), as_bthd(v_nat),
-                                 as_bthd(out_nat), lse_view(lse, Hp, Np), as_bthd(dout_nat), as_bthd(dq_nat),
-                                 as_bthd(dk_nat), as_bthd(dv_nat));
+  ctx.kernels.attention_backward({.cu_seqlens = split.padded_cu_seqlens()}, as_bthd(q_nat), as_bthd(k_nat),
+                                 as_bthd(v_nat), as_bthd(out_nat), lse_view(lse, Hp, Np), as_bthd(dout_nat),
+                                 as_bthd(dq_nat), as_bthd(dk_nat), as_bthd(dv_nat));
   from_head_layout(cp, split, dq_nat, s.sendbuf, s.recvbuf, dq);
   from_head_layout(cp, split, dk_nat, s.sendbuf, s.recvbuf, dk);
   from_head_layout(cp, split, dv_nat, s.sendbuf, s.recvbuf, dv);

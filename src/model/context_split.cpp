@@ -39,9 +39,11 @@ ContextSplit::ContextSplit(std::span<const int32_t> cu_seqlens, int64_t N, int c
   if (pad_chunk > 0) add_document(N, 0, pad_chunk);
 
   local_cu_seqlens_.push_back(0);
+  padded_cu_seqlens_.push_back(0);
   for (size_t d = 0; d < chunk_.size(); ++d) {
     const int64_t o = local_offset_[d], c = chunk_[d];
     local_cu_seqlens_.push_back(int32_t(o + 2 * c));
+    padded_cu_seqlens_.push_back(int32_t(padded_start_[d] + chunks_per_document * c));
     earlier_spans_.push_back({.q_begin = o, .q_end = o + 2 * c, .k_begin = o, .k_end = o + c});
     later_spans_.push_back({.q_begin = o + c, .q_end = o + 2 * c, .k_begin = o, .k_end = o + 2 * c});
   }
@@ -65,12 +67,6 @@ int64_t ContextSplit::source_token(int rank, int64_t t) const {
 int64_t ContextSplit::padded_position(int rank, int64_t t) const {
   const LocalPlace p = place(rank, t);
   return padded_start_[size_t(p.document)] + p.chunk_index * chunk_[size_t(p.document)] + p.offset;
-}
-
-std::vector<int32_t> ContextSplit::padded_cu_seqlens() const {
-  std::vector<int32_t> out{0};
-  for (int64_t c : chunk_) out.push_back(int32_t(out.back() + 2 * cp_size_ * c));
-  return out;
 }
 
 void ContextSplit::take_local(TensorView x_N, TensorView local_n, double pad) const {

@@ -44,7 +44,7 @@ class ContextSplit {
   // Documents of the local sequence, [0, 2 c_0, 2 (c_0 + c_1), ..., n] (for the own block's causal mask),
   // and of the padded sequence in natural order (Ulysses attends over it).
   const std::vector<int32_t>& local_cu_seqlens() const { return local_cu_seqlens_; }
-  std::vector<int32_t> padded_cu_seqlens() const;
+  const std::vector<int32_t>& padded_cu_seqlens() const { return padded_cu_seqlens_; }
   // The span-mode blocks of attention against another rank's keys (kernels/attention.h): from an earlier rank,
   // each document's queries see its early half; from a later rank, each document's late half sees all of it.
   const std::vector<kernels::AttentionSpan>& earlier_rank_spans() const { return earlier_spans_; }
@@ -70,7 +70,7 @@ class ContextSplit {
   std::vector<int64_t> doc_start_, doc_length_;  // in the micro-batch (the padding document: start N, length 0)
   std::vector<int64_t> chunk_, local_offset_;    // per document: c and o
   std::vector<int64_t> padded_start_;            // per document, in the padded natural order
-  std::vector<int32_t> local_cu_seqlens_;
+  std::vector<int32_t> local_cu_seqlens_, padded_cu_seqlens_;
   std::vector<kernels::AttentionSpan> earlier_spans_, later_spans_;
 };
 
