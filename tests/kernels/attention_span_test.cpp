@@ -7,16 +7,15 @@
 // span mode and merged, equals the whole attention), finite differences of the blockwise (ring)
 // attention's gradients, thread-count independence, and argument errors.
 // Legend: B batch, T sequence (Tq of q, Tk of k and v), H query heads, K kv heads, D head dim.
-#include <omp.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/element_access.h"
+#include "kernels/attention_thread_counts.h"
 #include "kernels/fast_variants.h"
 #include "kernels/kernel_registry.h"
 #include "support/test_support.h"
@@ -388,10 +387,6 @@ TEST(AttentionBlockwise, GradientsMatchFiniteDifferences) {
 // ---------------------------------------------------------------------------------------------
 // Threads and errors
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return std::memcmp(a.view().raw(), b.view().raw(), a.nbytes()) == 0;
-}
-
 // Forward and backward at 1, 2 and 3 threads, bit for bit: MQA with the backward's key split
 // (dQ summed over chunks) and GQA with a span per row whose tasks own their dQ.
 TEST(AttentionSpanCpu, ResultsDoNotDependOnThreadCount) {
@@ -399,7 +394,6 @@ TEST(AttentionSpanCpu, ResultsDoNotDependOnThreadCount) {
       {"mqa_split", 1, 200, 260, 4, 1, 16, {{0, 70, 0, 130}, {75, 200, 131, 260}}},
       {"gqa_owned", 4, 60, 90, 4, 2, 16, {{0, 60, 0, 90}, {60, 120, 90, 180}, {120, 180, 180, 270}, {190, 240, 300, 360}}},
   };
-  const int saved_threads = omp_get_max_threads();
   for (const SpanCase& c : cases) {
     for (DType dtype : {DType::f32, DType::bf16}) {
       SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
@@ -408,27 +402,10 @@ TEST(AttentionSpanCpu, ResultsDoNotDependOnThreadCount) {
       const AttentionParams params{.spans = c.spans};
       for (const KernelTable* table : fast_tables()) {
         SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
-        std::vector<std::vector<Tensor>> runs;  // per thread count: out, lse, dq, dk, dv
-        for (int threads : {1, 2, 3}) {
-          omp_set_num_threads(threads);
-          std::vector<Tensor> run;
-          run.emplace_back(Shape{c.B, c.Tq, c.H, c.D}, dtype);
-          run.emplace_back(Shape{c.B, c.H, c.Tq}, DType::f32);
-          run.emplace_back(Shape{c.B, c.Tq, c.H, c.D}, dtype);
-          run.emplace_back(Shape{c.B, c.Tk, c.K, c.D}, dtype);
-          run.emplace_back(Shape{c.B, c.Tk, c.K, c.D}, dtype);
-          table->attention_forward(params, in.q, in.k, in.v, run[0], run[1]);
-          table->attention_backward(params, in.q, in.k, in.v, run[0], run[1], dout, run[2], run[3], run[4]);
-          runs.push_back(std::move(run));
-        }
-        const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-        for (size_t r = 1; r < runs.size(); ++r)
-          for (size_t i = 0; i < runs[0].size(); ++i)
-            EXPECT_TRUE(bitwise_equal(runs[0][i], runs[r][i])) << names[i] << " differs with " << r + 1 << " threads";
+        expect_thread_count_independent(*table, params, in.q, in.k, in.v, dout);
       }
     }
   }
-  omp_set_num_threads(saved_threads);
 }
 
 TEST(AttentionSpanErrors, RejectsBadSpansAndExclusiveOptions) {

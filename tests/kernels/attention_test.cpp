@@ -7,15 +7,14 @@
 // the unfused composition of ref kernels (and, f32, of the cpu ones), thread-count independence, and
 // argument errors.
 // Legend: B batch, T sequence, H query heads, K kv heads, D head dim.
-#include <omp.h>
 
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/attention_thread_counts.h"
 #include "kernels/fast_variants.h"
 #include "kernels/kernel_registry.h"
 #include "support/test_support.h"
@@ -441,10 +440,6 @@ TEST(AttentionFusedRope, RefBackwardMatchesFiniteDifferences) {
   check_ref_backward_against_fd(c, AttentionRope{{.theta = 100.0, .rotary_dim = 4}, positions});
 }
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return std::memcmp(a.view().raw(), b.view().raw(), a.nbytes()) == 0;
-}
-
 // Forward and backward at 1, 2 and 3 threads, bit for bit. MQA with packed documents: every query
 // head writes into the same dK/dV rows, the worst case for a race or an order that depends on the
 // thread count; the backward's key split (B*K < 8, dQ summed over chunks) and its owned-dQ path
@@ -455,7 +450,6 @@ TEST(AttentionCpu, ResultsDoNotDependOnThreadCount) {
       {"mqa_packed_split4", 1, 260, 4, 1, 16, {0, 100, 101, 190, 260}},
       {"gqa_owned", 4, 100, 4, 2, 16, {}},
   };
-  const int saved_threads = omp_get_max_threads();
   for (const AttentionCase& c : cases) {
     for (DType dtype : {DType::f32, DType::bf16}) {
       SCOPED_TRACE(c.name + " " + std::string(dtype_name(dtype)));
@@ -463,27 +457,10 @@ TEST(AttentionCpu, ResultsDoNotDependOnThreadCount) {
       const Tensor dout = random_tensor({c.B, c.T, c.H, c.D}, dtype, 52);
       for (const KernelTable* table : fast_tables()) {
         SCOPED_TRACE(std::string(kernel_variant_name(table->variant)));
-        std::vector<std::vector<Tensor>> runs;  // per thread count: out, lse, dq, dk, dv
-        for (int threads : {1, 2, 3}) {
-          omp_set_num_threads(threads);
-          std::vector<Tensor> run;
-          run.emplace_back(Shape{c.B, c.T, c.H, c.D}, dtype);
-          run.emplace_back(Shape{c.B, c.H, c.T}, DType::f32);
-          run.emplace_back(Shape{c.B, c.T, c.H, c.D}, dtype);
-          run.emplace_back(Shape{c.B, c.T, c.K, c.D}, dtype);
-          run.emplace_back(Shape{c.B, c.T, c.K, c.D}, dtype);
-          table->attention_forward(params_of(c), in.q, in.k, in.v, run[0], run[1]);
-          table->attention_backward(params_of(c), in.q, in.k, in.v, run[0], run[1], dout, run[2], run[3], run[4]);
-          runs.push_back(std::move(run));
-        }
-        const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-        for (size_t r = 1; r < runs.size(); ++r)
-          for (size_t i = 0; i < runs[0].size(); ++i)
-            EXPECT_TRUE(bitwise_equal(runs[0][i], runs[r][i])) << names[i] << " differs with " << r + 1 << " threads";
+        expect_thread_count_independent(*table, params_of(c), in.q, in.k, in.v, dout);
       }
     }
   }
-  omp_set_num_threads(saved_threads);
 }
 
 // Runs `fn`, expecting an rf::Error whose message contains `needle`.
