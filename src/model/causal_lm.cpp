@@ -42,6 +42,7 @@ CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& 
       workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
       attention_(config, parallel.tp().size(), parallel.cp().size(), parallel.cp_comm_type()),
       mlp_(config, parallel.tp().size()),
+      moe_(config.moe.enabled() ? std::optional<MoeBlock>(MoeBlockConfig::from_model(config)) : std::nullopt),
       vocab_rows_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shape[0] : 0),
       vocab_start_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shard_start : 0),
       head_(config, vocab_rows_, vocab_start_),
@@ -68,8 +69,11 @@ CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& 
       else
         value = ValueHeadParams::bind(store, config_);
     }
-    for (int64_t l : span_.hf_layers)
-      layers.push_back({AttentionParams::bind(store, l, config_), MlpParams::bind(store, l)});
+    for (int64_t l : span_.hf_layers) {
+      const bool moe = config_.moe.is_moe_layer(l);
+      layers.push_back({AttentionParams::bind(store, l, config_), moe ? MlpParams{} : MlpParams::bind(store, l),
+                        moe ? MoeParams::bind(store, l, config_) : MoeParams{}});
+    }
   };
   bind(params, embed_w_VC_, layer_weights_, head_weights_, value_weights_);
   if (grads_) bind(*grads_, embed_grad_VC_, layer_grads_, head_grads_, value_grads_);
@@ -95,6 +99,10 @@ void CausalLm::set_recompute(const RecomputePolicy& policy) {
   RF_CHECK(capacity_ == 0, "set_recompute after reserve: the activations are already sized");
   RF_CHECK(!policy.distribute_saved_activations || (policy.full && !parallel_.sequence_parallel()),
            "distribute_saved_activations needs full recompute and no sequence parallel");
+  const SelectiveRecompute& modules = policy.selective;
+  RF_CHECK(!config_.moe.enabled() || !(modules.layernorm || modules.activation || modules.mlp),
+           "recompute_modules: layernorm, activation and mlp are not built for MoE layers (the whole layer recomputes "
+           "with full recompute)");
   recompute_policy_ = policy;
   recompute_ = recompute_groups(policy, int64_t(span_.hf_layers.size()));
 }
@@ -133,11 +141,17 @@ void CausalLm::reserve(int64_t N) {
   recompute_scratch_.residual.resize(size_t(G));
   recompute_scratch_.attention.resize(size_t(G));
   recompute_scratch_.mlp.resize(size_t(G));
+  recompute_scratch_.moe.resize(size_t(G));
   for (int64_t k = 0; k < G; ++k) {
     if (k > 0) recompute_scratch_.residual[size_t(k)] = Tensor({n, C}, dtype, activations_account_);
     recompute_scratch_.mid.emplace_back(Shape{n, C}, dtype, activations_account_);
     attention_.reserve(recompute_scratch_.attention[size_t(k)], N, dtype, activations_account_);
-    mlp_.reserve(recompute_scratch_.mlp[size_t(k)], N, dtype, activations_account_);
+    // Position k of every group: a dense layer in one group, an MoE layer in another.
+    bool dense = false, moe = false;
+    for (const auto& [first, end] : recompute_.groups)
+      if (first + k < end) (is_moe(size_t(first + k)) ? moe : dense) = true;
+    if (dense) mlp_.reserve(recompute_scratch_.mlp[size_t(k)], N, dtype, activations_account_);
+    if (moe) moe_->reserve(recompute_scratch_.moe[size_t(k)], N, dtype, activations_account_);
   }
   group_inputs_ = {};
   if (recompute_policy_.distribute_saved_activations && parallel_.tp().size() > 1)
@@ -148,6 +162,7 @@ void CausalLm::reserve(int64_t N) {
     attention_.reserve(discarded_.attention, N, dtype, activations_account_, discard, SavedPart::discarded);
     mlp_.reserve(discarded_.mlp, N, dtype, activations_account_, discard, SavedPart::discarded);
   }
+  if (moe_) moe_->reserve(moe_scratch_, N, dtype, workspace_account_);  // forward's too
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -177,6 +192,7 @@ CausalLm::Activations CausalLm::make_layer_activations() {
   Activations a;
   a.attention.resize(size_t(L));
   a.mlp.resize(size_t(L));
+  a.moe.resize(size_t(L));
   a.residual.resize(size_t(L + 1));
   a.mid.resize(size_t(L));
   a.offloaded.resize(size_t(offloaded_layers_));
@@ -194,7 +210,7 @@ CausalLm::Activations CausalLm::make_layer_activations() {
     if (l == L || recompute_.recomputes(l)) continue;
     a.mid[size_t(l)] = Tensor({n, C}, dtype, activations_account_);
     attention_.reserve(a.attention[size_t(l)], N, dtype, activations_account_, discard);
-    mlp_.reserve(a.mlp[size_t(l)], N, dtype, activations_account_, discard);
+    reserve_layer(a, size_t(l), is_moe(size_t(l)), discard);
     if (size_t(l) >= a.offloaded.size()) continue;
     // An offloaded layer's tensors rest on the host tier, empty (make_room brings them before its forward); each
     // layer's go there before the next is allocated, so only one layer's are ever on the device here.
@@ -206,6 +222,7 @@ CausalLm::Activations CausalLm::make_layer_activations() {
     add(a.mid[size_t(l)]);
     a.attention[size_t(l)].for_each_tensor(add);
     a.mlp[size_t(l)].for_each_tensor(add);
+    a.moe[size_t(l)].for_each_tensor(add);
     group.offload(OffloadContents::discard);
   }
   return a;
@@ -223,9 +240,18 @@ CausalLm::Activations CausalLm::make_forward_only_activations() {
   a.mid[0] = Tensor({n, C}, dtype, activations_account_);
   a.attention.resize(1);
   a.mlp.resize(1);
+  a.moe.resize(1);
   attention_.reserve(a.attention[0], N, dtype, activations_account_, recompute_policy_.selective);
   mlp_.reserve(a.mlp[0], N, dtype, activations_account_, recompute_policy_.selective);
+  if (moe_) moe_->reserve(a.moe[0], N, dtype, activations_account_);
   return a;
+}
+
+void CausalLm::reserve_layer(Activations& a, size_t slot, bool moe, const SelectiveRecompute& discard) {
+  if (moe)
+    moe_->reserve(a.moe[slot], capacity_, params_.dtype(), activations_account_);
+  else
+    mlp_.reserve(a.mlp[slot], capacity_, params_.dtype(), activations_account_, discard);
 }
 
 CausalLm::Activations CausalLm::make_head_activations() {
@@ -262,6 +288,7 @@ void CausalLm::set_activations_resident(bool resident) {
   attention_scratch_.for_each_tensor(apply);
   context_scratch_.for_each_tensor(apply);
   mlp_scratch_.for_each_tensor(apply);
+  moe_scratch_.for_each_tensor(apply);
   for (Tensor* t : {&dresid_NC_, &gathered_logits_V_, &sp_full_NC_, &sp_local_NC_}) apply(*t);
   activations_resident_ = resident;
 }
@@ -449,8 +476,12 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
       for (int64_t l = group->first; l < group->second; ++l) layer_forward(forward_ctx, shape, a, size_t(l));
     }
     const LayerSlots s = layer_slots(a, i);
-    mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, discarded_.mlp,
-                  mlp_scratch_, dresid_NC);
+    if (is_moe(i))
+      moe_->backward(ctx, shape, layer_weights_[i].moe, layer_grads_[i].moe, rows(s.mid, n), s.moe, moe_scratch_,
+                     dresid_NC);
+    else
+      mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, discarded_.mlp,
+                    mlp_scratch_, dresid_NC);
     attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(s.input, n),
                         s.attention, discarded_.attention, attention_scratch_, dresid_NC);
     if (i < a.offloaded.size()) a.offloaded[i].offload(OffloadContents::discard);  // read for the last time
@@ -481,12 +512,13 @@ TensorView CausalLm::residual_entry(Activations& a, size_t l) {
 }
 
 CausalLm::LayerSlots CausalLm::layer_slots(Activations& a, size_t i) {
-  if (a.forward_only) return {a.residual[i % 2], a.mid[0], a.attention[0], a.mlp[0], a.residual[(i + 1) % 2]};
+  if (a.forward_only)
+    return {a.residual[i % 2], a.mid[0], a.attention[0], a.mlp[0], a.moe[0], a.residual[(i + 1) % 2]};
   const auto* group = recompute_.group_of(int64_t(i));
-  if (!group) return {residual_entry(a, i), a.mid[i], a.attention[i], a.mlp[i], residual_entry(a, i + 1)};
+  if (!group) return {residual_entry(a, i), a.mid[i], a.attention[i], a.mlp[i], a.moe[i], residual_entry(a, i + 1)};
   Activations& s = recompute_scratch_;
   const size_t k = i - size_t(group->first);
-  return {residual_entry(a, i), s.mid[k], s.attention[k], s.mlp[k], residual_entry(a, i + 1)};
+  return {residual_entry(a, i), s.mid[k], s.attention[k], s.mlp[k], s.moe[k], residual_entry(a, i + 1)};
 }
 
 namespace {
@@ -523,7 +555,10 @@ void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, A
   const LayerSlots s = layer_slots(a, i);
   attention_.forward(ctx, shape, layer_weights_[i].attention, rows(s.input, n), rows(s.mid, n), s.attention,
                      discarded_.attention);
-  mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp, discarded_.mlp);
+  if (is_moe(i))
+    moe_->forward(ctx, shape, layer_weights_[i].moe, rows(s.mid, n), rows(s.output, n), s.moe, moe_scratch_);
+  else
+    mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp, discarded_.mlp);
 }
 
 int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }

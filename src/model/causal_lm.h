@@ -1,4 +1,5 @@
-// CausalLm: the dense decoder-only language model (Llama, Qwen2, Qwen3) with a hand-written
+// CausalLm: the decoder-only language model (Llama, Qwen2, Qwen3; Qwen2-MoE and Qwen3-MoE, whose MoE layers run
+// MoeBlock in place of the MLP: moe_config.h says which) with a hand-written
 // backward (DESIGN §2). It reads weights from a ParamStore and adds gradients into a GradBuffer,
 // both addressed by Hugging Face names; it owns only activations, sized once by `reserve`, so a
 // training step does not allocate.
@@ -24,12 +25,14 @@
 #include <array>
 #include <functional>
 #include <future>
+#include <optional>
 #include <vector>
 
 #include "core/offload.h"
 #include "model/attention_block.h"
 #include "model/lm_head.h"
 #include "model/mlp_block.h"
+#include "model/moe_block.h"
 #include "model/model_inputs.h"
 #include "model/paged_batch.h"
 #include "model/param_store.h"
@@ -79,6 +82,7 @@ class CausalLm {
     std::vector<Tensor> mid;
     std::vector<AttentionSaved> attention;
     std::vector<MlpSaved> mlp;
+    std::vector<MoeSaved> moe;  // a layer's MoE block's (an MoE layer's mlp entry and a dense layer's moe entry empty)
     LmHeadSaved head;  // with the head
     ValueHeadSaved value;
     ModelInputs inputs;  // of its forward
@@ -98,6 +102,7 @@ class CausalLm {
       for (Tensor& t : mid) f(t);
       for (AttentionSaved& saved : attention) saved.for_each_tensor(f);
       for (MlpSaved& saved : mlp) saved.for_each_tensor(f);
+      for (MoeSaved& saved : moe) saved.for_each_tensor(f);
       head.for_each_tensor(f);
       value.for_each_tensor(f);
     }
@@ -211,6 +216,7 @@ class CausalLm {
     TensorView input, mid;
     AttentionSaved& attention;
     MlpSaved& mlp;
+    MoeSaved& moe;
     TensorView output;
   };
   LayerSlots layer_slots(Activations& a, size_t i);
@@ -243,6 +249,7 @@ class CausalLm {
 
   AttentionBlock attention_;
   MlpBlock mlp_;
+  std::optional<MoeBlock> moe_;  // models with MoE layers
   int64_t vocab_rows_, vocab_start_;  // this TP rank's rows of the (padded) vocabulary
   LmHead head_;           // config_.head == lm
   ValueHead value_head_;  // value and score heads
@@ -250,8 +257,12 @@ class CausalLm {
   // Parameter and gradient views, bound by name once (a step does no name lookups).
   struct LayerParams {
     AttentionParams attention;
-    MlpParams mlp;
+    MlpParams mlp;  // dense layers
+    MoeParams moe;  // MoE layers
   };
+  bool is_moe(size_t i) const { return config_.moe.is_moe_layer(span_.hf_layers[i]); }
+  // A layer's saved tensors in a micro-batch's Activations (or a recompute group's scratch): its MLP's or MoE's.
+  void reserve_layer(Activations& a, size_t slot, bool moe, const SelectiveRecompute& discard);
   TensorView embed_w_VC_, embed_grad_VC_;
   std::vector<LayerParams> layer_weights_, layer_grads_;
   LmHeadParams head_weights_, head_grads_;
@@ -275,6 +286,7 @@ class CausalLm {
   // Context parallel only; mutable as context() hands it out (its tensors are workspace, like the views above).
   mutable ContextAttentionScratch context_scratch_;
   MlpScratch mlp_scratch_;
+  MoeScratch moe_scratch_;
   LmHeadScratch head_scratch_;
   ValueHeadScratch value_scratch_;
   Tensor dresid_NC_;
@@ -288,6 +300,8 @@ class CausalLm {
     Tensor x_NC, h_NC, x_RC, xf_RC, rstd_R, logits_RV, local_logits_RV, gathered_logits;
     AttentionSaved attention;
     MlpSaved mlp;
+    MoeSaved moe;
+    MoeScratch moe_scratch;
   };
   PagedScratch paged_;
 

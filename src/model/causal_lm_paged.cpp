@@ -19,6 +19,10 @@ void CausalLm::reserve_paged(int64_t N, int64_t R) {
   s.h_NC = Tensor({N, C}, dtype, activations_account_);
   attention_.reserve(s.attention, N, dtype, activations_account_);
   mlp_.reserve(s.mlp, N, dtype, activations_account_);
+  if (moe_) {
+    moe_->reserve(s.moe, N, dtype, activations_account_);
+    moe_->reserve(s.moe_scratch, N, dtype, workspace_account_);
+  }
   s.x_RC = Tensor({R, C}, dtype, workspace_account_);
   s.xf_RC = Tensor({R, C}, dtype, workspace_account_);
   s.rstd_R = Tensor({R}, stat_dtype_for(dtype), workspace_account_);
@@ -49,7 +53,10 @@ TensorView CausalLm::forward_paged(const PagedBatch& batch, std::span<const Page
   const BatchShape shape{1, N, N, batch.positions_N, {}};
   for (size_t l = 0; l < layer_weights_.size(); ++l) {
     attention_.forward_paged(ctx, batch, layer_weights_[l].attention, x_NC, h_NC, s.attention, cache[l]);
-    mlp_.forward(ctx, shape, layer_weights_[l].mlp, h_NC, x_NC, s.mlp, s.mlp);  // x = h + mlp(h)
+    if (is_moe(l))  // x = h + moe(h), the experts' weights resident like every other
+      moe_->forward(ctx, shape, layer_weights_[l].moe, h_NC, x_NC, s.moe, s.moe_scratch);
+    else
+      mlp_.forward(ctx, shape, layer_weights_[l].mlp, h_NC, x_NC, s.mlp, s.mlp);  // x = h + mlp(h)
   }
   if (R == 0) return TensorView();
 

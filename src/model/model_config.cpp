@@ -47,6 +47,12 @@ void read_value(const nlohmann::json& value, const std::string& source, const ch
   out = value.get<std::string>();
 }
 
+void read_value(const nlohmann::json& value, const std::string& source, const char* key, std::vector<int64_t>& out) {
+  if (!value.is_array()) throw_unexpected(key, source, "a list of integers", value);
+  out.assign(value.size(), 0);
+  for (size_t i = 0; i < value.size(); ++i) read_value(value[i], source, key, out[i]);
+}
+
 // Reads `key` when present and not null; a wrong JSON type is a ConfigError naming the key.
 template <class T>
 void read_optional(const nlohmann::json& json, const std::string& source, const char* key, T& out) {
@@ -64,7 +70,7 @@ void read_required(const nlohmann::json& json, const std::string& source, const 
 
 // The suffixes of the HF classes rlforge reads, by head (HeadKind's order).
 constexpr const char* kHeadSuffixes[] = {"ForCausalLM", "ForTokenClassification", "ForSequenceClassification"};
-constexpr const char* kFamilyPrefixes[] = {"Llama", "Qwen2", "Qwen3"};  // Arch's order
+constexpr const char* kFamilyPrefixes[] = {"Llama", "Qwen2", "Qwen3", "Qwen2Moe", "Qwen3Moe"};  // Arch's order
 
 // config.json's architectures[0], split into its family (when it is one rlforge knows) and its head.
 struct ArchitectureClass {
@@ -100,7 +106,10 @@ Arch parse_arch(const nlohmann::json& json, const std::string& source, const Arc
   if (model_type == "llama") return Arch::llama;
   if (model_type == "qwen2") return Arch::qwen2;
   if (model_type == "qwen3") return Arch::qwen3;
-  throw ConfigError("model_type", fmt::format("in {}: unknown architecture '{}': expected llama, qwen2 or qwen3",
+  if (model_type == "qwen2_moe") return Arch::qwen2_moe;
+  if (model_type == "qwen3_moe") return Arch::qwen3_moe;
+  throw ConfigError("model_type", fmt::format("in {}: unknown architecture '{}': expected llama, qwen2, qwen3, "
+                                              "qwen2_moe or qwen3_moe",
                                               source, model_type));
 }
 
@@ -114,6 +123,24 @@ int64_t read_num_labels(const nlohmann::json& json, const std::string& source) {
   int64_t num_labels = 2;
   read_optional(json, source, "num_labels", num_labels);
   return num_labels;
+}
+
+// Qwen2-MoE's and Qwen3-MoE's expert fields (transformers' Qwen2MoeConfig / Qwen3MoeConfig defaults where absent).
+MoeConfig read_moe(const nlohmann::json& json, const std::string& source, Arch arch) {
+  MoeConfig moe;
+  read_required(json, source, "num_experts", moe.num_experts);
+  read_required(json, source, "num_experts_per_tok", moe.num_experts_per_tok);
+  read_required(json, source, "moe_intermediate_size", moe.moe_intermediate_size);
+  read_optional(json, source, "norm_topk_prob", moe.norm_topk_prob);
+  read_optional(json, source, "decoder_sparse_step", moe.decoder_sparse_step);
+  read_optional(json, source, "mlp_only_layers", moe.mlp_only_layers);
+  read_optional(json, source, "router_aux_loss_coef", moe.router_aux_loss_coef);
+  read_optional(json, source, "output_router_logits", moe.output_router_logits);
+  if (arch == Arch::qwen2_moe) {
+    read_required(json, source, "shared_expert_intermediate_size", moe.shared_expert_intermediate_size);
+    moe.shared_expert_gate = moe.shared_expert_intermediate_size > 0;
+  }
+  return moe;
 }
 
 // The fields that change the maths and that rlforge does not implement, judged by their effective
@@ -191,6 +218,8 @@ std::string arch_name(Arch arch) {
     case Arch::llama: return "llama";
     case Arch::qwen2: return "qwen2";
     case Arch::qwen3: return "qwen3";
+    case Arch::qwen2_moe: return "qwen2_moe";
+    case Arch::qwen3_moe: return "qwen3_moe";
   }
   return "?";
 }
@@ -229,9 +258,11 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& json, const std::string
   // A list of ids (Llama-3.1's eos [128001, 128008, 128009]) is not read here: generation_config.json has it.
   for (const auto& [key, id] : {std::pair{"bos_token_id", &c.bos_token_id}, std::pair{"eos_token_id", &c.eos_token_id}})
     if (!json.contains(key) || !json.at(key).is_array()) read_optional(json, source, key, *id);
-  c.attention_bias = c.arch == Arch::qwen2;
-  if (c.arch != Arch::qwen2) read_optional(json, source, "attention_bias", c.attention_bias);
-  c.qk_norm = c.arch == Arch::qwen3;
+  c.attention_bias = c.arch == Arch::qwen2 || c.arch == Arch::qwen2_moe;
+  if (c.arch == Arch::qwen2_moe) read_optional(json, source, "qkv_bias", c.attention_bias);
+  if (c.arch == Arch::llama || c.arch == Arch::qwen3_moe) read_optional(json, source, "attention_bias", c.attention_bias);
+  c.qk_norm = c.arch == Arch::qwen3 || c.arch == Arch::qwen3_moe;
+  if (c.arch == Arch::qwen2_moe || c.arch == Arch::qwen3_moe) c.moe = read_moe(json, source, c.arch);
 
   check_supported_maths(json, source);
   c.validate();
@@ -262,7 +293,19 @@ nlohmann::json ModelConfig::to_json() const {
       {"initializer_range", initializer_range},
       {"torch_dtype", torch_dtype},
   };
-  if (arch == Arch::llama) j["attention_bias"] = attention_bias;
+  if (arch == Arch::llama || arch == Arch::qwen3_moe) j["attention_bias"] = attention_bias;
+  if (arch == Arch::qwen2_moe) j["qkv_bias"] = attention_bias;
+  if (moe.enabled()) {
+    j["num_experts"] = moe.num_experts;
+    j["num_experts_per_tok"] = moe.num_experts_per_tok;
+    j["moe_intermediate_size"] = moe.moe_intermediate_size;
+    j["norm_topk_prob"] = moe.norm_topk_prob;
+    j["decoder_sparse_step"] = moe.decoder_sparse_step;
+    j["mlp_only_layers"] = moe.mlp_only_layers;
+    j["router_aux_loss_coef"] = moe.router_aux_loss_coef;
+    j["output_router_logits"] = moe.output_router_logits;
+    if (arch == Arch::qwen2_moe) j["shared_expert_intermediate_size"] = moe.shared_expert_intermediate_size;
+  }
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
   if (eos_token_id >= 0) j["eos_token_id"] = eos_token_id;
   set_head_json(j, arch, head, num_labels);
@@ -298,12 +341,15 @@ void ModelConfig::validate() const {
   // (param_layout.h) then fits int64 with room to spare.
   const double C = double(hidden_size), HD = double(num_attention_heads) * double(head_dim),
                KD = double(num_key_value_heads) * double(head_dim), F = double(intermediate_size);
-  const double per_layer = C * (HD + 2 * KD) + HD * C + 3 * C * F + 2 * C + 2 * (HD + KD);
+  const double experts = double(moe.num_experts) * 3 * C * double(moe.moe_intermediate_size) +
+                         3 * C * double(moe.shared_expert_intermediate_size) + (double(moe.num_experts) + 1) * C;
+  const double per_layer = C * (HD + 2 * KD) + HD * C + 3 * C * F + experts + 2 * C + 2 * (HD + KD);
   const double num_parameters = 2 * double(vocab_size) * C + double(num_hidden_layers) * per_layer + C;
   if (num_parameters > kMaxParameters)
     throw ConfigError("hidden_size", fmt::format("these sizes make about {:.3g} parameters, more than the {:.3g} "
                                                  "rlforge addresses",
                                                  num_parameters, kMaxParameters));
+  moe.validate(num_hidden_layers);
   if (head != HeadKind::lm && num_labels < 1)
     throw ConfigError("id2label", fmt::format("a {} head needs at least one label, got {}", head_name(head), num_labels));
 }
@@ -311,9 +357,16 @@ void ModelConfig::validate() const {
 std::string ModelConfig::describe() const {
   const std::string head_text =
       head == HeadKind::lm ? std::string() : fmt::format(", {} head of {} label(s)", head_name(head), num_labels);
-  return fmt::format("{}: {} layers, hidden {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, {} embeddings{}",
+  const std::string moe_text =
+      moe.enabled() ? fmt::format(", {} experts top-{} of ffn {}{}", moe.num_experts, moe.num_experts_per_tok,
+                                  moe.moe_intermediate_size,
+                                  moe.shared_expert_intermediate_size > 0
+                                      ? fmt::format(" + shared {}", moe.shared_expert_intermediate_size)
+                                      : std::string())
+                    : std::string();
+  return fmt::format("{}: {} layers, hidden {}, {} heads ({} kv, head_dim {}), ffn {}{}, vocab {}, {} embeddings{}",
                      arch_name(arch), num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
-                     intermediate_size, vocab_size, tie_word_embeddings ? "tied" : "untied", head_text);
+                     intermediate_size, moe_text, vocab_size, tie_word_embeddings ? "tied" : "untied", head_text);
 }
 
 }  // namespace rf::model

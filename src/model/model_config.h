@@ -1,5 +1,5 @@
-// ModelConfig: the architecture of a dense decoder, read from a Hugging Face `config.json`
-// (model_type llama, qwen2, qwen3). Fields keep HF's names. The head on the final hidden states comes
+// ModelConfig: the architecture of a decoder, read from a Hugging Face `config.json`
+// (model_type llama, qwen2, qwen3; qwen2_moe and qwen3_moe with their MoE fields in `moe`, moe_config.h). Fields keep HF's names. The head on the final hidden states comes
 // from `architectures[0]`'s class (HeadKind below); a value or score head has `num_labels` outputs:
 // transformers' len(id2label), else its `num_labels` argument, else 2 (transformers saves id2label only
 // when it differs from that default). `validate()` reports the first bad
@@ -15,10 +15,11 @@
 #include <string>
 
 #include "kernels/rope.h"
+#include "model/moe_config.h"
 
 namespace rf::model {
 
-enum class Arch : uint8_t { llama, qwen2, qwen3 };
+enum class Arch : uint8_t { llama, qwen2, qwen3, qwen2_moe, qwen3_moe };
 
 // What the model computes from its final hidden states, by the HF class name's suffix:
 //   lm     <Family>ForCausalLM: the LM head (lm_head.weight, or the tied embedding): log-probs, entropy
@@ -53,8 +54,10 @@ struct ModelConfig {
   kernels::RopeScaling rope_scaling;  // config.json's rope_scaling (model/rope_scaling.h)
   int64_t max_position_embeddings = 2048;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v biases: always on for qwen2, `attention_bias` for llama
-  bool qk_norm = false;         // per-head RMSNorm of q and k: qwen3
+  // q/k/v biases: always on for qwen2, `qkv_bias` (default on) for qwen2_moe, `attention_bias` for llama and qwen3_moe
+  bool attention_bias = false;
+  bool qk_norm = false;  // per-head RMSNorm of q and k: qwen3, qwen3_moe
+  MoeConfig moe;         // qwen2_moe, qwen3_moe
   double initializer_range = 0.02;
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;

@@ -18,6 +18,10 @@ std::string layer_param_name(int64_t layer, const char* suffix) {
   return fmt::format("model.layers.{}.{}", layer, suffix);
 }
 
+std::string expert_param_name(int64_t layer, int64_t expert, const char* proj) {
+  return fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", layer, expert, proj);
+}
+
 int64_t ParamEntry::real_extent() const {
   if (split == TpSplit::replicated) return shape[0];
   const int dim = split == TpSplit::rows ? 0 : 1;
@@ -36,7 +40,7 @@ TensorView ParamEntry::local_part(const TensorView& shard) const {
   return shard.slice(split == TpSplit::rows ? 0 : 1, 0, real_extent());
 }
 
-void ParamLayout::add(std::string name, Shape hf_shape, TpSplit split, int64_t padded_extent) {
+void ParamLayout::add(std::string name, Shape hf_shape, TpSplit split, int64_t padded_extent, bool packed) {
   RF_CHECK(!contains(name), "parameter {} added twice", name);
   Shape shape = hf_shape;
   int64_t shard_start = 0;
@@ -48,9 +52,11 @@ void ParamLayout::add(std::string name, Shape hf_shape, TpSplit split, int64_t p
     shape[dim] = extent / tp_.size;
     shard_start = tp_.rank * shape[dim];
   }
+  const int64_t offset =
+      packed && !entries_.empty() ? entries_.back().offset + entries_.back().shape.numel() : total_numel_;
   index_.emplace(name, entries_.size());
-  entries_.push_back({std::move(name), shape, total_numel_, hf_shape, split, shard_start});
-  total_numel_ += (shape.numel() + kAlignElements - 1) / kAlignElements * kAlignElements;
+  entries_.push_back({std::move(name), shape, offset, hf_shape, split, shard_start});
+  total_numel_ = (offset + shape.numel() + kAlignElements - 1) / kAlignElements * kAlignElements;
 }
 
 const ParamEntry& ParamLayout::entry(const std::string& name) const {
@@ -78,6 +84,10 @@ void check_tp_divides(const ModelConfig& c, int64_t tp_size) {
   for (const auto& [key, value] : split_evenly)
     if (value % tp_size != 0)
       throw ConfigError("tensor_model_parallel_size", fmt::format("{} does not divide {} = {}", tp_size, key, value));
+  if (c.moe.enabled() && tp_size > 1)
+    throw ConfigError("tensor_model_parallel_size",
+                      fmt::format("{}: MoE layers run at TP 1 only so far (expert tensor parallelism is not built)",
+                                  tp_size));
 }
 
 StageParts StageParts::whole(const ModelConfig& c) {
@@ -104,10 +114,10 @@ ParamLayout ParamLayout::for_stage(const ModelConfig& c, const TensorParallelSha
   // Every parameter of the whole model is visited in its order, to number its stream; the stage adds its own.
   int64_t stream = 0;
   auto param = [&](bool held, std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated,
-                   int64_t padded_extent = 0) {
+                   int64_t padded_extent = 0, bool packed = false) {
     layout.model_names_.insert(name);
     if (held) {
-      layout.add(std::move(name), hf_shape, split, padded_extent);
+      layout.add(std::move(name), hf_shape, split, padded_extent, packed);
       layout.entries_.back().stream = stream;
     }
     ++stream;
@@ -133,9 +143,24 @@ ParamLayout ParamLayout::for_stage(const ModelConfig& c, const TensorParallelSha
     }
     param(held, layer_param_name(l, "self_attn.o_proj.weight"), {C, HD}, columns);
     param(held, layer_param_name(l, "post_attention_layernorm.weight"), {C});
-    param(held, layer_param_name(l, "mlp.gate_proj.weight"), {F, C}, rows);
-    param(held, layer_param_name(l, "mlp.up_proj.weight"), {F, C}, rows);
-    param(held, layer_param_name(l, "mlp.down_proj.weight"), {C, F}, columns);
+    if (!c.moe.is_moe_layer(l)) {
+      param(held, layer_param_name(l, "mlp.gate_proj.weight"), {F, C}, rows);
+      param(held, layer_param_name(l, "mlp.up_proj.weight"), {F, C}, rows);
+      param(held, layer_param_name(l, "mlp.down_proj.weight"), {C, F}, columns);
+      continue;
+    }
+    const int64_t E = c.moe.num_experts, FE = c.moe.moe_intermediate_size;
+    param(held, layer_param_name(l, "mlp.gate.weight"), {E, C});
+    for (const auto& [proj, shape] : {std::pair{"gate_proj", Shape{FE, C}}, std::pair{"up_proj", Shape{FE, C}},
+                                      std::pair{"down_proj", Shape{C, FE}}})
+      for (int64_t e = 0; e < E; ++e)
+        param(held, expert_param_name(l, e, proj), shape, TpSplit::replicated, 0, e > 0);
+    if (const int64_t FS = c.moe.shared_expert_intermediate_size; FS > 0) {
+      param(held, layer_param_name(l, "mlp.shared_expert.gate_proj.weight"), {FS, C});
+      param(held, layer_param_name(l, "mlp.shared_expert.up_proj.weight"), {FS, C});
+      param(held, layer_param_name(l, "mlp.shared_expert.down_proj.weight"), {C, FS});
+    }
+    if (c.moe.shared_expert_gate) param(held, layer_param_name(l, "mlp.shared_expert_gate.weight"), {1, C});
   }
   RF_CHECK(next == stage.hf_layers.size(), "pipeline stage: its layers must be ascending HF indices below {}",
            c.num_hidden_layers);

@@ -3,7 +3,10 @@
 // parameter and its gradient sit at the same offset, and DP can reduce the whole buffer (or
 // buckets of it) in one call.
 // Order: embedding, then per layer input_layernorm, q/k/v (+ biases, q_norm/k_norm), o_proj,
-// post_attention_layernorm, gate/up (adjacent: a fused [2F, C] GEMM can view them as one), down;
+// post_attention_layernorm, gate/up (adjacent: a fused [2F, C] GEMM can view them as one), down; an MoE layer
+// (moe_config.h) has instead the router mlp.gate.weight [E, C], then every expert's gate_proj, every expert's
+// up_proj and every expert's down_proj, each run packed into one [E, F, C] or [E, C, F] tensor (the grouped
+// GEMM's weights), then the shared expert's gate/up/down and its gate [1, C] when the model has them;
 // then the final norm and the head: lm_head (absent when tied), or for a value or score model (HeadKind)
 // score.weight [num_labels, C] (and score.bias [num_labels] for a value head). Offsets are padded to 64 bytes.
 // Tensor parallel (Megatron §2.2-2.4, 2.7, 2.8): a layout is one TP rank's. Column-parallel weights
@@ -73,8 +76,10 @@ class ParamLayout {
   static ParamLayout for_stage(const ModelConfig& config, const TensorParallelShard& tp, const StageParts& stage);
 
   // A parameter split `split` over the layout's TP ranks (hf_shape's split dim padded to
-  // padded_extent when given, for the vocabulary).
-  void add(std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated, int64_t padded_extent = 0);
+  // padded_extent when given, for the vocabulary). A packed one starts right where the previous one ends, without
+  // alignment padding: a run of packed parameters of one shape is one tensor (an MoE layer's experts, [E, F, C]).
+  void add(std::string name, Shape hf_shape, TpSplit split = TpSplit::replicated, int64_t padded_extent = 0,
+           bool packed = false);
   // Whole-model layouts hold every parameter; a pipeline stage's only its parts.
   bool holds_embedding() const { return contains("model.embed_tokens.weight"); }
   // A parameter of the whole model, which this layout may hold only a pipeline stage's part of (loaders skip
@@ -108,5 +113,7 @@ void check_tp_divides(const ModelConfig& config, int64_t tp_size);
 
 // HF names of one decoder layer's parameters.
 std::string layer_param_name(int64_t layer, const char* suffix);
+// HF name of expert e's `proj` (gate_proj, up_proj, down_proj) weight in an MoE layer.
+std::string expert_param_name(int64_t layer, int64_t expert, const char* proj);
 
 }  // namespace rf::model

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "model/param_layout.h"
 
 namespace rf::model {
 namespace {
@@ -52,8 +53,22 @@ void check_dimensions_against_weights(const ModelConfig& config, const formats::
         config.num_attention_heads * config.head_dim, heads(config.num_attention_heads));
   check("model.layers.0.self_attn.k_proj.weight", 0, "num_key_value_heads",
         config.num_key_value_heads * config.head_dim, heads(config.num_key_value_heads));
-  check("model.layers.0.mlp.gate_proj.weight", 0, "intermediate_size", config.intermediate_size,
-        plain(config.intermediate_size));
+  const MoeConfig& moe = config.moe;
+  int64_t first_dense = 0, first_moe = -1;
+  while (first_dense < config.num_hidden_layers && moe.is_moe_layer(first_dense)) ++first_dense;
+  for (int64_t l = config.num_hidden_layers; l-- > 0;)
+    if (moe.is_moe_layer(l)) first_moe = l;
+  const std::string dense = layer_param_name(first_dense, "mlp.gate_proj.weight");
+  check(dense.c_str(), 0, "intermediate_size", config.intermediate_size, plain(config.intermediate_size));
+  if (first_moe < 0) return;
+  const std::string router = layer_param_name(first_moe, "mlp.gate.weight");
+  check(router.c_str(), 0, "num_experts", moe.num_experts, plain(moe.num_experts));
+  const std::string expert = expert_param_name(first_moe, 0, "gate_proj");
+  check(expert.c_str(), 0, "moe_intermediate_size", moe.moe_intermediate_size, plain(moe.moe_intermediate_size));
+  if (moe.shared_expert_intermediate_size == 0) return;
+  const std::string shared = layer_param_name(first_moe, "mlp.shared_expert.gate_proj.weight");
+  check(shared.c_str(), 0, "shared_expert_intermediate_size", moe.shared_expert_intermediate_size,
+        plain(moe.shared_expert_intermediate_size));
 }
 
 }  // namespace rf::model

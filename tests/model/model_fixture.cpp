@@ -94,4 +94,13 @@ double weighted_loss(const ModelOutputs& out, const LossWeights& w) {
   return loss;
 }
 
+Tensor seq_sum_loss_grad(const PackedSequences& packed, DType dtype) {
+  Tensor d({packed.tokens_N.numel()}, dtype);
+  for (size_t s = 0; s + 1 < packed.cu_seqlens.size(); ++s) {
+    const int64_t begin = packed.cu_seqlens[s], end = packed.cu_seqlens[s + 1];
+    for (int64_t n = begin; n + 1 < end; ++n) store_f64(d, n, -1.0 / double(end - begin - 1));
+  }
+  return d;
+}
+
 }  // namespace rf::model::testing

@@ -49,6 +49,10 @@ std::vector<Tensor> grads_f64(const ModelUnderTest& m);
 // The token sequences of shared/reference/hf_models/tokens.json.
 std::vector<std::vector<int64_t>> reference_sequences();
 
+// dL/dlogp of the reference folders' loss_seq_sum: the sum over the packed sequences of each one's mean token
+// cross-entropy.
+Tensor seq_sum_loss_grad(const PackedSequences& packed, DType dtype);
+
 // Per-token weights of a test loss L = sum_n a_n logp_n + b_n entropy_n (stat dtype of the model),
 // drawn from a seed; zero where the target is -100.
 struct LossWeights {

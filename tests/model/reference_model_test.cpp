@@ -31,16 +31,6 @@ ReferenceCase load_case(const std::string& dir) {
   return {dir, ModelConfig::from_file(dir + "/config.json"), nlohmann::json::parse(in)};
 }
 
-// dL/dlogp of loss_seq_sum = sum over sequences of the mean token cross-entropy.
-Tensor seq_sum_loss_grad(const PackedSequences& packed, DType dtype) {
-  Tensor d({packed.tokens_N.numel()}, dtype);
-  for (size_t s = 0; s + 1 < packed.cu_seqlens.size(); ++s) {
-    const int64_t begin = packed.cu_seqlens[s], end = packed.cu_seqlens[s + 1];
-    for (int64_t n = begin; n + 1 < end; ++n) store_f64(d, n, -1.0 / double(end - begin - 1));
-  }
-  return d;
-}
-
 class ReferenceModels : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -83,7 +73,7 @@ TEST_F(ReferenceModels, F64ForwardAndBackwardMatchHuggingFace) {
     EXPECT_NEAR(loss_seq_sum, c.expected["loss_seq_sum"].get<double>(), 1e-9);
 
     m.grads.zero();
-    const Tensor dlogp = seq_sum_loss_grad(packed, DType::f64);
+    const Tensor dlogp = testing::seq_sum_loss_grad(packed, DType::f64);
     m.model.backward({dlogp});
     const formats::SafetensorsReader expected_grads(dir + "/expected_grads.safetensors");
     EXPECT_NEAR(load_f64(expected_grads.view("loss"), 0), loss_seq_sum, 1e-6 * loss_seq_sum);
