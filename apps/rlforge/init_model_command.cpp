@@ -1,6 +1,6 @@
-// `rlforge init-model --arch {llama,qwen2,qwen3} --out DIR --seed S [--vocab N --hidden C --layers L
-//  --heads H --kv-heads K --head-dim D --ffn F --tie 0|1 --dtype f32|bf16 --tokenizer DIR
-//  --head lm|value|score]`: a new Hugging Face model folder with random weights (HF's initialisation:
+// `rlforge init-model --arch {llama,qwen2,qwen3,qwen2_moe,qwen3_moe} --out DIR --seed S [--vocab N --hidden C
+//  --layers L --heads H --kv-heads K --head-dim D --ffn F --tie 0|1 --dtype f32|bf16 --tokenizer DIR
+//  --head lm|value|score --experts E --top-k K --moe-ffn F --shared-ffn S --norm-topk-prob 0|1]`: a new Hugging Face model folder with random weights (HF's initialisation:
 // N(0, 0.02) linear and embedding weights, RMSNorm gains 1, biases 0; param_init.h), config.json and
 // generation_config.json, and a tokenizer: a copy of --tokenizer's files, or a byte-level BPE one built
 // for the family (tokenizer_builder.h). The same arguments give the same bytes. DIR must not exist or be empty.
@@ -32,13 +32,18 @@ struct InitModelOptions {
   int64_t hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 0, ffn = 172;
   int tie = 1;
   int64_t max_position_embeddings = 4096;
+  // MoE archs: every layer sparse; qwen2_moe's shared expert is gated (0: none).
+  int64_t experts = 8, top_k = 2, moe_ffn = 64, shared_ffn = 128;
+  int norm_topk_prob = 1;
 };
 
 model::Arch parse_arch(const std::string& name) {
   if (name == "llama") return model::Arch::llama;
   if (name == "qwen2") return model::Arch::qwen2;
   if (name == "qwen3") return model::Arch::qwen3;
-  throw Error(fmt::format("--arch '{}': expected llama, qwen2 or qwen3", name));
+  if (name == "qwen2_moe") return model::Arch::qwen2_moe;
+  if (name == "qwen3_moe") return model::Arch::qwen3_moe;
+  throw Error(fmt::format("--arch '{}': expected llama, qwen2, qwen3, qwen2_moe or qwen3_moe", name));
 }
 
 // The HF config.json of the new model: the fields ModelConfig uses plus what transformers writes for
@@ -47,9 +52,7 @@ nlohmann::json make_config_json(const InitModelOptions& o, model::Arch arch, int
                                 int64_t eos, DType dtype) {
   const int64_t head_dim = o.head_dim > 0 ? o.head_dim : (o.heads > 0 ? o.hidden / o.heads : 0);
   nlohmann::json j = {
-      {"architectures", {arch == model::Arch::llama   ? "LlamaForCausalLM"
-                         : arch == model::Arch::qwen2 ? "Qwen2ForCausalLM"
-                                                      : "Qwen3ForCausalLM"}},
+      {"architectures", {model::architecture_name(arch, model::HeadKind::lm)}},
       {"model_type", model::arch_name(arch)},
       {"vocab_size", vocab},
       {"hidden_size", o.hidden},
@@ -79,7 +82,18 @@ nlohmann::json make_config_json(const InitModelOptions& o, model::Arch arch, int
     j["use_sliding_window"] = false;
     j["sliding_window"] = o.max_position_embeddings;
     j["max_window_layers"] = o.layers;
-    if (arch == model::Arch::qwen3) j["attention_bias"] = false;
+    if (arch == model::Arch::qwen3 || arch == model::Arch::qwen3_moe) j["attention_bias"] = false;
+  }
+  if (arch == model::Arch::qwen2_moe || arch == model::Arch::qwen3_moe) {
+    j["num_experts"] = o.experts;
+    j["num_experts_per_tok"] = o.top_k;
+    j["moe_intermediate_size"] = o.moe_ffn;
+    j["norm_topk_prob"] = o.norm_topk_prob != 0;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::json::array();
+    j["router_aux_loss_coef"] = 0.001;
+    j["output_router_logits"] = false;
+    if (arch == model::Arch::qwen2_moe) j["shared_expert_intermediate_size"] = o.shared_ffn;
   }
   return j;
 }
@@ -96,7 +110,8 @@ model::ModelConfig new_model_config(const nlohmann::json& config_json) {
     static const std::map<std::string, std::string> kOptionOf = {
         {"vocab_size", "--vocab"},          {"hidden_size", "--hidden"}, {"num_hidden_layers", "--layers"},
         {"num_attention_heads", "--heads"}, {"num_key_value_heads", "--kv-heads"}, {"head_dim", "--head-dim"},
-        {"intermediate_size", "--ffn"}};
+        {"intermediate_size", "--ffn"},     {"num_experts", "--experts"}, {"num_experts_per_tok", "--top-k"},
+        {"moe_intermediate_size", "--moe-ffn"}, {"shared_expert_intermediate_size", "--shared-ffn"}};
     const auto it = kOptionOf.find(e.key_path());
     throw Error(fmt::format("init-model: {} ({}): {}", it == kOptionOf.end() ? std::string("model shape") : it->second,
                             e.key_path(), e.detail()));
@@ -173,7 +188,7 @@ int run_init_model(const InitModelOptions& o) {
 Command add_init_model_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("init-model", "write a new Hugging Face model folder with random weights");
   auto o = std::make_shared<InitModelOptions>();
-  cmd->add_option("--arch", o->arch, "llama, qwen2 or qwen3")->required();
+  cmd->add_option("--arch", o->arch, "llama, qwen2, qwen3, qwen2_moe or qwen3_moe")->required();
   cmd->add_option("--out", o->out, "the folder to create (must not exist or be empty)")->required();
   add_integer_option(*cmd, "--seed", o->seed, "seed of the weights", uint64_t(0))->required();
   // The sizes' own ranges; ModelConfig::validate checks how they fit together.
@@ -187,6 +202,13 @@ Command add_init_model_command(CLI::App& app) {
   add_integer_option(*cmd, "--head-dim", o->head_dim, "head_dim (default hidden / heads)", int64_t(0), kMaxSize);
   add_integer_option(*cmd, "--ffn", o->ffn, "intermediate_size", int64_t(1), kMaxSize);
   add_integer_option(*cmd, "--tie", o->tie, "tie_word_embeddings: 1 (shared embedding and LM head) or 0", 0, 1);
+  add_integer_option(*cmd, "--experts", o->experts, "num_experts (MoE archs)", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--top-k", o->top_k, "num_experts_per_tok (MoE archs)", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--moe-ffn", o->moe_ffn, "moe_intermediate_size (MoE archs)", int64_t(1), kMaxSize);
+  add_integer_option(*cmd, "--shared-ffn", o->shared_ffn,
+                     "shared_expert_intermediate_size (qwen2_moe; 0: no shared expert)", int64_t(0), kMaxSize);
+  add_integer_option(*cmd, "--norm-topk-prob", o->norm_topk_prob,
+                     "norm_topk_prob (MoE archs): 1 renormalises the top-k weights to sum 1", 0, 1);
   cmd->add_option("--dtype", o->dtype, "weights dtype: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   add_integer_option(*cmd, "--max-position-embeddings", o->max_position_embeddings, "max_position_embeddings",
                      int64_t(1), kMaxSize);

@@ -24,7 +24,13 @@ constexpr double kBytesPerLayoutEntry = 1024.0;
 
 double layout_entries(const ModelConfig& c) {
   const double per_layer = 9.0 + (c.attention_bias ? 3.0 : 0.0) + (c.qk_norm ? 2.0 : 0.0);
-  return double(c.num_hidden_layers) * per_layer + 3.0;  // embedding, final norm, head
+  // An MoE layer has its router and E experts' three projections (and the shared expert's) for the MLP's three.
+  const double per_moe_layer = 1.0 + 3.0 * double(c.moe.num_experts) - 3.0 +
+                               (c.moe.shared_expert_intermediate_size > 0 ? 3.0 : 0.0) +
+                               (c.moe.shared_expert_gate ? 1.0 : 0.0);
+  double moe_layers = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers && c.moe.enabled(); ++l) moe_layers += c.moe.is_moe_layer(l) ? 1 : 0;
+  return double(c.num_hidden_layers) * per_layer + moe_layers * per_moe_layer + 3.0;  // embedding, final norm, head
 }
 
 // The dimension of `config` furthest above the largest released dense decoders' (Llama 3.1 405B's width,
@@ -68,16 +74,23 @@ double count_parameters(const ModelConfig& c) {
   const double C = double(c.hidden_size), V = double(c.vocab_size), F = double(c.intermediate_size);
   const double HD = double(c.num_attention_heads) * double(c.head_dim);
   const double KD = double(c.num_key_value_heads) * double(c.head_dim);
-  double layer = 2 * C + HD * C + 2 * KD * C + C * HD + 3 * F * C;  // norms, q, k, v, o, gate, up, down
+  double layer = 2 * C + HD * C + 2 * KD * C + C * HD;  // norms, q, k, v, o
   if (c.attention_bias) layer += HD + 2 * KD;
   if (c.qk_norm) layer += 2 * double(c.head_dim);
+  double ffn = 0;  // every layer's gate, up and down: a dense MLP's or an MoE layer's router, experts, shared expert
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    ffn += c.moe.is_moe_layer(l) ? double(c.moe.num_experts) * C +
+                                       3 * C * double(c.moe.num_experts * c.moe.moe_intermediate_size +
+                                                      c.moe.shared_expert_intermediate_size) +
+                                       (c.moe.shared_expert_gate ? C : 0)
+                                 : 3 * F * C;
   double head = 0;
   switch (c.head) {
     case HeadKind::lm: head = c.tie_word_embeddings ? 0 : V * C; break;
     case HeadKind::value: head = double(c.num_labels) * (C + 1); break;
     case HeadKind::score: head = double(c.num_labels) * C; break;
   }
-  return V * C + double(c.num_hidden_layers) * layer + C + head;
+  return V * C + double(c.num_hidden_layers) * layer + ffn + C + head;
 }
 
 MemoryEstimate weights_memory(const ModelConfig& config, DType dtype) {

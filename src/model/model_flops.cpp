@@ -6,8 +6,15 @@ int64_t matmul_parameters(const ModelConfig& c) {
   const int64_t q_and_o = 2 * c.hidden_size * c.num_attention_heads * c.head_dim;
   const int64_t k_and_v = 2 * c.hidden_size * c.num_key_value_heads * c.head_dim;
   const int64_t mlp = 3 * c.hidden_size * c.intermediate_size;  // gate, up, down
+  // An MoE layer's a token meets: the router, its top-k experts and the shared expert (and its gate).
+  const MoeConfig& moe = c.moe;
+  const int64_t moe_mlp = c.hidden_size * (moe.num_experts + (moe.shared_expert_gate ? 1 : 0) +
+                                           3 * (moe.num_experts_per_tok * moe.moe_intermediate_size +
+                                                moe.shared_expert_intermediate_size));
   const int64_t head = c.hidden_size * (c.head == HeadKind::lm ? c.vocab_size : c.num_labels);
-  return c.num_hidden_layers * (q_and_o + k_and_v + mlp) + head;
+  int64_t layers = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) layers += q_and_o + k_and_v + (moe.is_moe_layer(l) ? moe_mlp : mlp);
+  return layers + head;
 }
 
 double forward_flops(const ModelConfig& c, std::span<const int64_t> lengths) {

@@ -12,8 +12,9 @@
 
 namespace rf::model {
 
-// Weights every token multiplies: q, k, v, o and the gated MLP per layer, and the head (the LM head's
-// vocab x hidden, tied or not; a value or score head's labels x hidden).
+// Weights every token multiplies: q, k, v, o and the gated MLP per layer (an MoE layer: its router, the top-k
+// experts and the shared expert), and the head (the LM head's vocab x hidden, tied or not; a value or score
+// head's labels x hidden).
 int64_t matmul_parameters(const ModelConfig& config);
 
 // Forward FLOPs of documents of `lengths` tokens each (a packed micro-batch, or one response each).

@@ -1,4 +1,4 @@
-// Every coordinate of every parameter of micro models (each architecture, tied and untied, GQA)
+// Every coordinate of every parameter of micro models (each architecture, MoE ones included, tied and untied, GQA)
 // against finite differences of the f64 `ref` forward, through both outputs (log-prob and
 // entropy), at temperature != 1, over two packed documents; and through layers whose forward is recomputed in
 // backward (full recompute, uniform and block) or whose discarded tensors are (selective recompute of every module,
@@ -53,7 +53,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, MicroModelGradients,
                                            MicroCase{Arch::qwen3, true, false,
                                                      {.full = true, .method = RecomputeMethod::block, .num_layers = 1}},
                                            MicroCase{Arch::qwen3, false, false, {.selective = kDiscardAll}},
-                                           MicroCase{Arch::llama, false, true, {.selective = kDiscardAll}}),
+                                           MicroCase{Arch::llama, false, true, {.selective = kDiscardAll}},
+                                           MicroCase{Arch::qwen3_moe, true}, MicroCase{Arch::qwen2_moe, false},
+                                           MicroCase{Arch::qwen2_moe, true, true},
+                                           MicroCase{Arch::qwen3_moe, false, false, {.full = true, .num_layers = 2}}),
                          [](const auto& info) {
                            const RecomputePolicy& r = info.param.recompute;
                            return arch_name(info.param.arch) + (info.param.tied ? "_tied" : "_untied") +

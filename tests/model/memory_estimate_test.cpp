@@ -21,7 +21,7 @@ std::string error_of(const ModelConfig& config, const MemoryEstimate& estimate, 
 }
 
 TEST(MemoryEstimate, CountsTheParametersOfTheLayout) {
-  for (Arch arch : {Arch::llama, Arch::qwen2, Arch::qwen3})
+  for (Arch arch : {Arch::llama, Arch::qwen2, Arch::qwen3, Arch::qwen2_moe, Arch::qwen3_moe})
     for (bool tied : {false, true})
       for (HeadKind head : {HeadKind::lm, HeadKind::value, HeadKind::score}) {
         ModelConfig config = testing::micro_config(arch, tied, head);

@@ -40,10 +40,17 @@ ModelConfig micro_config(Arch arch, bool tied, HeadKind head) {
   c.num_hidden_layers = 2;
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
-  c.head_dim = arch == Arch::qwen3 ? 6 : 4;  // qwen3 states head_dim, and it may differ from hidden/heads
+  const bool qwen3 = arch == Arch::qwen3 || arch == Arch::qwen3_moe;
+  c.head_dim = qwen3 ? 6 : 4;  // qwen3 states head_dim, and it may differ from hidden/heads
   c.tie_word_embeddings = tied;
-  c.attention_bias = arch == Arch::qwen2;
-  c.qk_norm = arch == Arch::qwen3;
+  c.attention_bias = arch == Arch::qwen2 || arch == Arch::qwen2_moe;
+  c.qk_norm = qwen3;
+  if (arch == Arch::qwen3_moe)  // layer 0 sparse, layer 1 dense
+    c.moe = MoeConfig{.num_experts = 4, .num_experts_per_tok = 2, .moe_intermediate_size = 6, .norm_topk_prob = true,
+                      .mlp_only_layers = {1}};
+  if (arch == Arch::qwen2_moe)  // both sparse, with the gated shared expert
+    c.moe = MoeConfig{.num_experts = 5, .num_experts_per_tok = 2, .moe_intermediate_size = 6,
+                      .shared_expert_intermediate_size = 8, .shared_expert_gate = true};
   c.rope_theta = 10000.0;
   c.initializer_range = 0.3;  // large enough that every path carries signal
   c.validate();

@@ -30,7 +30,8 @@ const kernels::KernelRegistry& ref_kernels();
 const kernels::KernelRegistry& fast_kernels();
 
 // A micro config of `arch` for exhaustive finite differences (vocab 24, hidden 16, 2 layers,
-// 4 heads over 2 kv heads, ffn 20), with `head` on top of the backbone.
+// 4 heads over 2 kv heads, ffn 20), with `head` on top of the backbone. qwen3_moe: layer 0 of 4 experts top-2
+// (renormalised), layer 1 dense; qwen2_moe: both layers of 5 experts top-2 with a gated shared expert.
 ModelConfig micro_config(Arch arch, bool tied, HeadKind head = HeadKind::lm);
 
 // Weights away from HF's init so that every term shows: norms ~ U(0.5, 1.5) (a gain applied wrongly
