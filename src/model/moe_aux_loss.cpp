@@ -80,8 +80,8 @@ void row_scores_backward(RouterScore kind, const std::vector<double>& sigmoid, c
 
 // dL/dscores[x, e], the same for every row x of sequence s: coeff * E / (k T_s^2 S) * f_se (no k for
 // LoadFraction::of_tokens), with T_s = sum_e f_se / k. All zeros when the sequence counted no token.
-std::vector<double> score_gradient(const AuxLossParams& p, const TensorView& counts, int64_t s,
-                                   int64_t num_sequences, int64_t E) {
+std::vector<double> score_gradient(const AuxLossParams& p, const TensorView& counts, int64_t s, int64_t num_sequences,
+                                   int64_t E) {
   std::vector<double> g(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e) g[size_t(e)] = load_2d(counts, s, e);
   const double tokens = std::accumulate(g.begin(), g.end(), 0.0) / double(p.top_k);
@@ -193,8 +193,8 @@ double seq_aux_loss_forward(const AuxLossParams& params, TensorView scores_TE, s
 }
 
 void seq_aux_loss_backward(const AuxLossParams& params, RouterScore score, TensorView logits_TE,
-                           std::span<const int64_t> row_offsets, TensorView valid_T, TensorView counts_SE,
-                           double scale, TensorView dlogits_TE) {
+                           std::span<const int64_t> row_offsets, TensorView valid_T, TensorView counts_SE, double scale,
+                           TensorView dlogits_TE) {
   balance_loss_backward(params, score, logits_TE, row_offsets, valid_T, counts_SE, scale, dlogits_TE);
 }
 

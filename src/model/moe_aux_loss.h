@@ -50,8 +50,8 @@ struct AuxLossParams {
 };
 
 struct ZLossParams {
-  double coeff = 0;     // moe_z_loss_coeff
-  double divisor = 1;   // Megatron: the tp-cp group size N, whose ranks each add a share of the mean
+  double coeff = 0;    // moe_z_loss_coeff
+  double divisor = 1;  // Megatron: the tp-cp group size N, whose ranks each add a share of the mean
 };
 
 // scores_TE (f64, written): the normalised scores over all E experts of logits_TE (f32/f64).
@@ -74,8 +74,8 @@ void aux_loss_backward(const AuxLossParams& params, RouterScore score, TensorVie
 double seq_aux_loss_forward(const AuxLossParams& params, TensorView scores_TE, std::span<const int64_t> row_offsets,
                             TensorView valid_T, TensorView counts_SE);
 void seq_aux_loss_backward(const AuxLossParams& params, RouterScore score, TensorView logits_TE,
-                           std::span<const int64_t> row_offsets, TensorView valid_T, TensorView counts_SE,
-                           double scale, TensorView dlogits_TE);
+                           std::span<const int64_t> row_offsets, TensorView valid_T, TensorView counts_SE, double scale,
+                           TensorView dlogits_TE);
 
 // L_z = coeff / divisor * mean over the valid rows of (logsumexp_e logits[x, e])^2; 0 without a valid row.
 double z_loss_forward(const ZLossParams& params, TensorView logits_TE, TensorView valid_T);

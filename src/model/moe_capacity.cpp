@@ -14,8 +14,8 @@ namespace {
 int64_t offset_of(const TensorView& x, int64_t t, int64_t e) { return t * x.stride(0) + e * x.stride(1); }
 
 void check_rows(TensorView x, int64_t T, int64_t E, const char* what) {
-  RF_CHECK(x.rank() == 2 && x.size(0) == T && x.size(1) == E, "moe capacity: {} must be [{}, {}], got {}", what, T,
-           E, x.describe());
+  RF_CHECK(x.rank() == 2 && x.size(0) == T && x.size(1) == E, "moe capacity: {} must be [{}, {}], got {}", what, T, E,
+           x.describe());
 }
 
 }  // namespace

@@ -24,9 +24,9 @@ namespace rf::model {
 enum class TokenDropPolicy : uint8_t { probs, position };
 
 struct CapacityConfig {
-  double capacity_factor = 0;  // moe_expert_capacity_factor; 0: dropless (Megatron's None)
+  double capacity_factor = 0;                            // moe_expert_capacity_factor; 0: dropless (Megatron's None)
   TokenDropPolicy drop_policy = TokenDropPolicy::probs;  // moe_token_drop_policy
-  bool pad_to_capacity = false;                           // moe_pad_expert_input_to_capacity
+  bool pad_to_capacity = false;                          // moe_pad_expert_input_to_capacity
   bool dropless() const { return capacity_factor == 0; }
   // Throws rf::ConfigError naming `key_prefix` + the key. Megatron reads a negative factor as dropless; here that
   // is an error (0 says dropless), as is padding without a capacity, which Megatron refuses too.
