@@ -59,8 +59,9 @@ double row_scores(RouterScore kind, const TensorView& logits_TE, int64_t t, std:
                   std::vector<double>& score) {
   const size_t E = score.size();
   if (kind == RouterScore::sigmoid) {
-    double sum = kSigmoidNormEpsilon;
+    double sum = 0;
     for (size_t e = 0; e < E; ++e) sum += (sigmoid[e] = 1.0 / (1.0 + std::exp(-load_2d(logits_TE, t, int64_t(e)))));
+    sum += kSigmoidNormEpsilon;  // after the sum, as Megatron's sum(s) + 1e-20
     for (size_t e = 0; e < E; ++e) score[e] = sigmoid[e] / sum;
     return sum;
   }

@@ -10,8 +10,9 @@
 //   3. *_forward gives this rank's (or layer's) share of the loss, *_backward adds its gradient into dlogits.
 // The shares add up: summing a forward over the ranks (or layers) the counts were summed over gives the loss of all
 // their rows, because only the local rows' scores appear in each share (Megatron's derivation).
-// Not here either: the capacity (moe_capacity.h), the expert bias (moe_expert_bias.h), global_aux_loss's
-// accumulation of counts over micro-batches (the caller sums and averages them; the formula is aux_loss's).
+// Not here either: the capacity (moe_capacity.h), the expert bias (moe_expert_bias.h), global_aux_loss (counts
+// summed over tp-dp-cp and averaged over the micro-batches of the global batch: aux_loss's formula on those counts
+// takes T as their mean token count, which is Megatron's T when every micro-batch has the same number of tokens).
 //
 // Formula. For the rows x of a sequence s (aux_loss: one sequence, all rows), with f_se the pooled count of expert e
 // in map_aux (the top-k of the scores, unbiased, ungrouped, ties to the lower index), T_s the tokens those counts
@@ -27,6 +28,8 @@
 // each its own block of experts, then divides by b. rlforge packs documents THD-style, so a sequence is a range of
 // rows (cu_seqlens-style `row_offsets`, S + 1 entries) and the per-sequence formula takes that sequence's own T_s;
 // the mean is over the S sequences, each weighted equally whatever its length (equal lengths: Megatron's value).
+// With context parallelism every rank holds a part of each sequence: it passes the offsets of its own rows of each,
+// and the per-sequence counts are all-reduced over the group like the micro-batch counts.
 //
 // `valid_T` (u8, 1 = a real token; empty = every row) leaves padding rows out of counts, losses and gradients.
 // All arithmetic in f64. Legend: T rows (tokens), E experts, S sequences, k = top_k.
