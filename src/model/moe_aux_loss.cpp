@@ -161,14 +161,15 @@ void add_aux_topk_counts_per_sequence(TensorView scores_TE, int64_t top_k, std::
   check_sequences(row_offsets, scores_TE.size(0), counts_SE, E);
   RF_CHECK(top_k >= 1 && top_k <= E, "moe aux loss: top_k {} with {} experts", top_k, E);
   std::vector<int64_t> order(static_cast<size_t>(E));
+  std::vector<double> score(static_cast<size_t>(E));
   for (size_t s = 0; s + 1 < row_offsets.size(); ++s) {
     for (int64_t t = row_offsets[s]; t < row_offsets[s + 1]; ++t) {
       if (!is_valid(valid_T, t)) continue;
       // map_aux: the top k of the row's scores, ties to the lower expert (torch.topk on the CPU).
+      for (int64_t e = 0; e < E; ++e) score[size_t(e)] = load_2d(scores_TE, t, e);
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int64_t a, int64_t b) {
-        const double va = load_2d(scores_TE, t, a), vb = load_2d(scores_TE, t, b);
-        return va > vb || (va == vb && a < b);
+        return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
       });
       for (int64_t i = 0; i < top_k; ++i) add_2d(counts_SE, int64_t(s), order[size_t(i)], 1.0);
     }
