@@ -44,6 +44,7 @@ int64_t apply_capacity(const CapacityConfig& c, int64_t top_k, TensorView probs_
   check_rows(routing_map_TE, T, E, "routing_map_TE");
   check_rows(kept_probs_TE, T, E, "kept_probs_TE");
   check_rows(kept_map_TE, T, E, "kept_map_TE");
+  check_dtype(kept_probs_TE, probs_TE.dtype(), "kept_probs_TE");
   check_dtype(routing_map_TE, DType::u8, "routing_map_TE");
   check_dtype(kept_map_TE, DType::u8, "kept_map_TE");
   const int64_t capacity = c.dropless() ? T : std::min(expert_capacity(T, top_k, E, c.capacity_factor), T);
