@@ -1,9 +1,9 @@
 // `rlforge init-model --arch {llama,qwen2,qwen3,qwen2_moe,qwen3_moe} --out DIR --seed S [--vocab N --hidden C
 //  --layers L --heads H --kv-heads K --head-dim D --ffn F --tie 0|1 --dtype f32|bf16 --tokenizer DIR
-//  --head lm|value|score --experts E --top-k K --moe-ffn F --shared-ffn S --norm-topk-prob 0|1]`: a new Hugging Face model folder with random weights (HF's initialisation:
-// N(0, 0.02) linear and embedding weights, RMSNorm gains 1, biases 0; param_init.h), config.json and
-// generation_config.json, and a tokenizer: a copy of --tokenizer's files, or a byte-level BPE one built
-// for the family (tokenizer_builder.h). The same arguments give the same bytes. DIR must not exist or be empty.
+//  --head lm|value|score --experts E --top-k K --moe-ffn F --shared-ffn S --norm-topk-prob 0|1]`: a new Hugging Face
+// model folder with random weights (HF's initialisation: N(0, 0.02) linear and embedding weights, RMSNorm gains 1,
+// biases 0; param_init.h), config.json and generation_config.json, and a tokenizer: a copy of --tokenizer's files,
+// or a byte-level BPE one built for the family (tokenizer_builder.h). The same arguments give the same bytes. DIR must not exist or be empty.
 #include <fmt/format.h>
 
 #include <cstdio>

@@ -16,6 +16,8 @@ bool ModelSpan::is_whole(const ModelConfig& config) const {
 
 namespace {
 
+bool is_moe_index(int64_t index) { return index >= 0; }
+
 // The vocabulary rows of the embedding or the untied lm_head, whichever the layout holds (a chunk with
 // neither reads no vocabulary: 0 rows).
 const ParamEntry* vocab_entry(const ParamLayout& layout) {
@@ -76,6 +78,8 @@ CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& 
     }
   };
   bind(params, embed_w_VC_, layer_weights_, head_weights_, value_weights_);
+  for (size_t i = 0, moe_layers = 0; i < span_.hf_layers.size(); ++i)
+    moe_index_.push_back(is_moe(i) ? int64_t(moe_layers++) : -1);
   if (grads_) bind(*grads_, embed_grad_VC_, layer_grads_, head_grads_, value_grads_);
 }
 
@@ -105,6 +109,19 @@ void CausalLm::set_recompute(const RecomputePolicy& policy) {
            "with full recompute)");
   recompute_policy_ = policy;
   recompute_ = recompute_groups(policy, int64_t(span_.hf_layers.size()));
+}
+
+void CausalLm::set_moe_losses(const MoeLossConfig& config) {
+  RF_CHECK(capacity_ == 0, "set_moe_losses after reserve: the activations are already sized");
+  moe_losses_.reset();
+  if (!config.any() || !moe_) return;
+  RF_CHECK(config.balancing != MoeBalancing::seq_aux_loss || parallel_.cp().size() == 1,
+           "moe_router_load_balancing_type: seq_aux_loss with context parallelism is not built (each rank's rows of "
+           "a document are two chunks)");
+  RF_CHECK(config.balancing != MoeBalancing::hf_pooled || span_.is_whole(config_),
+           "Hugging Face's pooled load-balancing loss spans every MoE layer: not with a pipeline-parallel model");
+  const RouterConfig& router = moe_->config().router;
+  moe_losses_.emplace(config, router.score, router.num_experts, router.top_k);
 }
 
 void CausalLm::set_activation_offload(int64_t num_layers) {
@@ -163,6 +180,8 @@ void CausalLm::reserve(int64_t N) {
     mlp_.reserve(discarded_.mlp, N, dtype, activations_account_, discard, SavedPart::discarded);
   }
   if (moe_) moe_->reserve(moe_scratch_, N, dtype, workspace_account_);  // forward's too
+  if (moe_losses_)
+    dlogits_extra_NE_ = Tensor({N, moe_->config().router.num_experts}, stat_dtype_for(dtype), workspace_account_);
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -193,6 +212,7 @@ CausalLm::Activations CausalLm::make_layer_activations() {
   a.attention.resize(size_t(L));
   a.mlp.resize(size_t(L));
   a.moe.resize(size_t(L));
+  if (moe_losses_) moe_losses_->reserve(a.moe_losses, std::count_if(moe_index_.begin(), moe_index_.end(), is_moe_index), N);
   a.residual.resize(size_t(L + 1));
   a.mid.resize(size_t(L));
   a.offloaded.resize(size_t(offloaded_layers_));
@@ -394,11 +414,15 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
     if (distributes_input(i) && !a.forward_only) keep_input_slice(a, i, n);
     if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
+    if (moe_losses_ && is_moe(i) && saved_for == SavedFor::backward)
+      moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, N), documents(in), parallel_.cp(),
+                         a.moe_losses);
     // Copied out at once (the next layer's forward would compete for the same cores), or dropped when no backward
     // reads it.
     if (i < a.offloaded.size())
       a.offloaded[i].offload(saved_for == SavedFor::backward ? OffloadContents::keep : OffloadContents::discard);
   }
+  if (moe_losses_ && saved_for == SavedFor::backward) moe_losses_->pool(a.moe_losses);
   a.forward_done = true;
   last_forward_ = &a;
   ModelOutputs out;
@@ -476,9 +500,16 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
       for (int64_t l = group->first; l < group->second; ++l) layer_forward(forward_ctx, shape, a, size_t(l));
     }
     const LayerSlots s = layer_slots(a, i);
-    if (is_moe(i))
+    if (is_moe(i)) {
+      TensorView dlogits_extra_NE;
+      if (moe_losses_ && grads.moe_loss_scale != 0) {
+        dlogits_extra_NE = rows(dlogits_extra_NE_, N);
+        moe_losses_->backward(moe_index_[i], rows(s.moe.logits_NE, N), documents(in), grads.moe_loss_scale,
+                              parallel_.cp(), a.moe_losses, dlogits_extra_NE);
+      }
       moe_->backward(ctx, shape, layer_weights_[i].moe, layer_grads_[i].moe, rows(s.mid, n), s.moe, moe_scratch_,
-                     dresid_NC);
+                     dresid_NC, dlogits_extra_NE);
+    }
     else
       mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, discarded_.mlp,
                     mlp_scratch_, dresid_NC);
@@ -559,6 +590,13 @@ void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, A
     moe_->forward(ctx, shape, layer_weights_[i].moe, rows(s.mid, n), rows(s.output, n), s.moe, moe_scratch_);
   else
     mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp, discarded_.mlp);
+}
+
+std::span<const int32_t> CausalLm::documents(const ModelInputs& in) {
+  if (!in.cu_seqlens.empty()) return in.cu_seqlens;
+  row_documents_.resize(size_t(in.batch + 1));
+  for (int64_t b = 0; b <= in.batch; ++b) row_documents_[size_t(b)] = int32_t(b * in.seq_len);
+  return row_documents_;
 }
 
 int64_t CausalLm::token_multiple() const { return parallel_.sequence_parallel() ? parallel_.tp().size() : 1; }

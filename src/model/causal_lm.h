@@ -33,6 +33,7 @@
 #include "model/lm_head.h"
 #include "model/mlp_block.h"
 #include "model/moe_block.h"
+#include "model/moe_losses.h"
 #include "model/model_inputs.h"
 #include "model/paged_batch.h"
 #include "model/param_store.h"
@@ -83,6 +84,7 @@ class CausalLm {
     std::vector<AttentionSaved> attention;
     std::vector<MlpSaved> mlp;
     std::vector<MoeSaved> moe;  // a layer's MoE block's (an MoE layer's mlp entry and a dense layer's moe entry empty)
+    MoeLossState moe_losses;  // set_moe_losses: the MoE layers' counts, and the losses' values of the last backward
     LmHeadSaved head;  // with the head
     ValueHeadSaved value;
     ModelInputs inputs;  // of its forward
@@ -126,6 +128,9 @@ class CausalLm {
   // the next one (on a CPU both would compete for the same cores). Before make_activations; not with recompute
   // (Megatron refuses the two together). The contents come back bit for bit: no result changes.
   void set_activation_offload(int64_t num_layers);
+  // The MoE layers' load-balancing losses (moe_losses.h) in training passes: counted by forwards that save for
+  // backward, their gradients added by backwards given OutputGrads::moe_loss_scale. Before reserve.
+  void set_moe_losses(const MoeLossConfig& config);
   int64_t offloaded_layers() const { return offloaded_layers_; }
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.
@@ -261,6 +266,8 @@ class CausalLm {
     MoeParams moe;  // MoE layers
   };
   bool is_moe(size_t i) const { return config_.moe.is_moe_layer(span_.hf_layers[i]); }
+  // The micro-batch's documents as row offsets (cu_seqlens, or one per row when it has none).
+  std::span<const int32_t> documents(const ModelInputs& inputs);
   // A layer's saved tensors in a micro-batch's Activations (or a recompute group's scratch): its MLP's or MoE's.
   void reserve_layer(Activations& a, size_t slot, bool moe, const SelectiveRecompute& discard);
   TensorView embed_w_VC_, embed_grad_VC_;
@@ -287,6 +294,10 @@ class CausalLm {
   mutable ContextAttentionScratch context_scratch_;
   MlpScratch mlp_scratch_;
   MoeScratch moe_scratch_;
+  std::optional<MoeLosses> moe_losses_;
+  std::vector<int64_t> moe_index_;  // a layer's index among the chunk's MoE layers (-1: dense)
+  Tensor dlogits_extra_NE_;         // the losses' gradient of one MoE layer's router logits
+  std::vector<int32_t> row_documents_;
   LmHeadScratch head_scratch_;
   ValueHeadScratch value_scratch_;
   Tensor dresid_NC_;

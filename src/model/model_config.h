@@ -1,6 +1,6 @@
 // ModelConfig: the architecture of a decoder, read from a Hugging Face `config.json`
-// (model_type llama, qwen2, qwen3; qwen2_moe and qwen3_moe with their MoE fields in `moe`, moe_config.h). Fields keep HF's names. The head on the final hidden states comes
-// from `architectures[0]`'s class (HeadKind below); a value or score head has `num_labels` outputs:
+// (model_type llama, qwen2, qwen3; qwen2_moe and qwen3_moe with their MoE fields in `moe`, moe_config.h).
+// Fields keep HF's names. The head on the final hidden states comes from `architectures[0]`'s class (HeadKind below); a value or score head has `num_labels` outputs:
 // transformers' len(id2label), else its `num_labels` argument, else 2 (transformers saves id2label only
 // when it differs from that default). `validate()` reports the first bad
 // field as a ConfigError naming it (`num_key_value_heads: 3 does not divide num_attention_heads=8`).

@@ -47,6 +47,9 @@ struct ModelOutputs {
 // the views of outputs the model does not have stay empty.
 struct OutputGrads {
   TensorView dlogp_N, dentropy_N, dvalues_N;
+  // The gradient scale of the MoE layers' load-balancing losses (moe_losses.h), which are not outputs: Megatron's
+  // AuxLossAutoScaler scale, the weight of this micro-batch's losses in the step's (1 / micro-batches); 0: none.
+  double moe_loss_scale = 0.0;
   TensorView dhidden_NC;  // a pipeline chunk without the head: dL/d(its hidden_NC output), the only one
 };
 

@@ -142,10 +142,11 @@ void MoeBlock::forward(const LayerContext& ctx, const BatchShape& shape, const M
 }
 
 void MoeBlock::backward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, const MoeParams& g,
-                        TensorView h_NC, MoeSaved& s, MoeScratch& scratch, TensorView dresid_NC) const {
+                        TensorView h_NC, MoeSaved& s, MoeScratch& scratch, TensorView dresid_NC,
+                        TensorView dlogits_extra_NE) const {
   const int64_t N = shape.num_tokens();
   const TensorView dxn_NC = rows(scratch.dxn_NC, N);
-  backward_experts(ctx, w, g, rows(s.xn_NC, N), s, scratch, dresid_NC, dxn_NC);
+  backward_experts(ctx, w, g, rows(s.xn_NC, N), s, scratch, dresid_NC, dxn_NC, dlogits_extra_NE);
   const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
   ctx.kernels.rmsnorm_backward({config_.rms_norm_eps}, dxn_NC, h_NC, w.norm_w_C, norm_saved, dresid_NC, g.norm_w_C,
                                Accumulate::add);

@@ -92,8 +92,10 @@ class MoeBlock {
                TensorView y_NC, MoeSaved& saved, MoeScratch& scratch) const;
   // dresid_NC: dL/dy on entry, dL/dh on return; parameter gradients += into g (linear weights by
   // ctx.linear_weight_grads).
+  // dlogits_extra_NE as in backward_experts.
   void backward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, const MoeParams& g,
-                TensorView h_NC, MoeSaved& saved, MoeScratch& scratch, TensorView dresid_NC) const;
+                TensorView h_NC, MoeSaved& saved, MoeScratch& scratch, TensorView dresid_NC,
+                TensorView dlogits_extra_NE = TensorView()) const;
 
   // The layer without norm and residual: y_NC += moe(xn_NC) (saved.xn_NC is not written).
   void forward_experts(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC,

@@ -96,6 +96,37 @@ TEST_P(MoeLmReference, FastKernelsStayCloseToTheOracle) {
   }
 }
 
+// HF's load-balancing loss over the four sequences (every MoE layer's router logits pooled) and its gradient alone
+// (coefficient 1, no cross-entropy): the value to 1e-12 relative, every gradient to 1e-9.
+TEST_P(MoeLmReference, PooledLoadBalancingLossAndGradientsMatchHuggingFace) {
+  const std::string dir = kDir + "/" + GetParam();
+  const LmCase c = lm_case(dir);
+  const PackedSequences packed = pack_sequences(c.sequences);
+  dist::ParallelContext parallel = dist::ParallelContext::single_process();
+  ParamStore params(ParamLayout::for_model(c.config), DType::f64);
+  GradBuffer grads(ParamLayout::for_model(c.config), DType::f64);
+  CausalLm model(c.config, params, &grads, testing::ref_kernels(), parallel);
+  model.set_moe_losses({.balancing = MoeBalancing::hf_pooled, .aux_coeff = 1.0});
+  model.reserve(packed.tokens_N.numel());
+  load_hf_weights(params, dir);
+  CausalLm::Activations saved = model.make_activations();
+  model.forward(packed.inputs(), EntropyOutput::compute, saved);
+  Tensor no_logp_grad({packed.tokens_N.numel()}, DType::f64);
+  fill_zero(no_logp_grad);
+  grads.zero();
+  model.backward({.dlogp_N = no_logp_grad, .moe_loss_scale = 1.0}, kernels::Accumulate::add, saved);
+
+  const double expected_loss = c.expected["aux_loss_pooled"].get<double>();
+  EXPECT_NEAR(saved.moe_losses.aux_loss, expected_loss, 1e-12 * expected_loss);
+  const formats::SafetensorsReader expected(dir + "/expected_aux_grads.safetensors");
+  EXPECT_NEAR(load_f64(expected.view("aux_loss_pooled"), 0), expected_loss, 1e-15);
+  for (const auto& entry : params.layout().entries()) {
+    ASSERT_TRUE(expected.contains(entry.name)) << entry.name;
+    const TensorView grad = expected.view(entry.name);
+    rf::testing::expect_close(grads.get(entry.name), grad, 1e-9, 1e-10 * rf::testing::max_abs(grad), entry.name);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Folders, MoeLmReference, ::testing::Values("qwen3_moe", "qwen3_moe_dense_layer", "qwen2_moe"));
 
 // DeepseekV3MoE alone: its weights packed as MoeParams wants them, and zero gradients of the same shapes.
