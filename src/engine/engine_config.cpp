@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace rf::engine {
@@ -83,12 +85,6 @@ void validate_offloading(const EngineConfig& c) {
 void EngineConfig::validate() const {
   // The axes the engine does not run yet: a config written for them fails here, at read time, on
   // every rank alike, instead of running without them.
-  auto single = [](const char* key, const char* parallelism, int64_t value) {
-    if (value < 1) throw ConfigError(key, fmt::format("must be >= 1, got {}", value));
-    if (value != 1)
-      throw ConfigError(key, fmt::format("{}: {} parallelism is not supported yet (only 1; tensor, pipeline, "
-                                         "context and data parallel are)", value, parallelism));
-  };
   if (tensor_model_parallel_size < 1)
     throw ConfigError("tensor_model_parallel_size", fmt::format("must be >= 1, got {}", tensor_model_parallel_size));
   if (make_vocab_size_divisible_by < 1)
@@ -117,7 +113,28 @@ void EngineConfig::validate() const {
   }
   if (context_parallel_size < 1)
     throw ConfigError("context_parallel_size", fmt::format("must be >= 1, got {}", context_parallel_size));
-  single("expert_model_parallel_size", "expert", expert_model_parallel_size);
+  if (expert_model_parallel_size < 1)
+    throw ConfigError("expert_model_parallel_size", fmt::format("must be >= 1, got {}", expert_model_parallel_size));
+  if (expert_tensor_parallel_size && *expert_tensor_parallel_size != 1)
+    throw ConfigError("expert_tensor_parallel_size",
+                      fmt::format("{}: experts split over tensor-parallel ranks are not built (null or 1)",
+                                  *expert_tensor_parallel_size));
+  if (moe_token_dispatcher_type == model::MoeDispatcher::allgather)
+    throw ConfigError("moe_token_dispatcher_type", "allgather is not built: use alltoall");
+  if (moe_layer_recompute)
+    throw ConfigError("moe_layer_recompute", "true is not built (full recompute recomputes whole layers, MoE ones "
+                                             "included: recompute_granularity: full)");
+  if (moe_shared_expert_overlap)
+    throw ConfigError("moe_shared_expert_overlap", "true is not built: the shared expert runs after the dispatch");
+  if (!model::parse_moe_balancing(moe_router_load_balancing_type))
+    throw ConfigError("moe_router_load_balancing_type",
+                      fmt::format("'{}': expected aux_loss, seq_aux_loss or none (global_aux_loss and sinkhorn are "
+                                  "not built)",
+                                  moe_router_load_balancing_type));
+  for (const auto& [key, value] : {std::pair{"moe_aux_loss_coeff", moe_aux_loss_coeff},
+                                   std::pair{"moe_z_loss_coeff", moe_z_loss_coeff}})
+    if (!(value >= 0) || !std::isfinite(value))
+      throw ConfigError(key, fmt::format("must be a finite number >= 0, got {}", value));
   if (bucket_size && *bucket_size < 1)
     throw ConfigError("bucket_size", fmt::format("must be >= 1 element (or null), got {}", *bucket_size));
   // Megatron asserts this too: without the distributed optimizer there are no parameters to gather.
@@ -150,6 +167,17 @@ model::RecomputePolicy EngineConfig::recompute_policy() const {
   policy.selective.activation = recompute_activation_function;
   policy.selective.layernorm |= recompute_norm;
   return policy;
+}
+
+model::MoeLossConfig EngineConfig::moe_losses(const model::ModelConfig& model_config) const {
+  if (moe_aux_loss_coeff > 0 || moe_z_loss_coeff > 0)
+    return {.balancing = *model::parse_moe_balancing(moe_router_load_balancing_type),
+            .aux_coeff = moe_aux_loss_coeff,
+            .z_coeff = moe_z_loss_coeff};
+  const model::MoeConfig& moe = model_config.moe;
+  if (moe.enabled() && moe.output_router_logits)
+    return {.balancing = model::MoeBalancing::hf_pooled, .aux_coeff = moe.router_aux_loss_coef};
+  return {};
 }
 
 model::PipelineSplit EngineConfig::pipeline_layout(int64_t num_hidden_layers) const {

@@ -1,9 +1,10 @@
 // EngineConfig: verl's `megatron:` block (verl.md §3; the same type the RL config reads under
 // actor_rollout_ref.actor.megatron). Tensor, pipeline (with virtual stages) and data parallel run at any
 // size the ranks provide, and context parallel too (cp_comm_type: how its attention communicates, model/
-// context_attention.h); expert parallel sizes other than 1 are accepted by the schema and rejected by validate()
-// until it lands, so a config written for it fails loudly rather than silently running without it. The pipeline's layer-split keys (model/pipeline_split.h) sit in the same block, as
-// Megatron's and MindSpeed's flags do beside --pipeline-model-parallel-size. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
+// context_attention.h), and expert parallel for MoE models (model/moe_block.h, moe_dispatch.h) with Megatron's MoE
+// keys (moe_*: the dispatcher, the load-balancing losses; what is not built yet is refused by name). The pipeline's
+// layer-split keys (model/pipeline_split.h) sit in the same block, as Megatron's and MindSpeed's flags do beside
+// --pipeline-model-parallel-size. The data-parallel keys are Megatron's DDP options (megatron.md §4); at DP 1 they
 // change nothing, and the engine says so in a warning.
 // recompute_granularity / recompute_method / recompute_num_layers / recompute_modules /
 // distribute_saved_activations are Megatron's activation recompute, recompute_activation_function and recompute_norm
@@ -26,6 +27,9 @@
 #include "core/dtype.h"
 #include "dist/parallel_context.h"
 #include "engine/pipeline/pipeline_schedule.h"
+#include "model/model_config.h"
+#include "model/moe_dispatch.h"
+#include "model/moe_losses.h"
 #include "model/pipeline_split.h"
 #include "model/recompute_policy.h"
 
@@ -64,6 +68,14 @@ struct EngineConfig {
   int64_t context_parallel_size = 1;
   dist::CpCommType cp_comm_type = dist::CpCommType::p2p;
   int64_t expert_model_parallel_size = 1;
+  std::optional<int64_t> expert_tensor_parallel_size;  // null: Megatron's default (the TP size)
+  model::MoeDispatcher moe_token_dispatcher_type = model::MoeDispatcher::alltoall;
+  bool moe_grouped_gemm = true;
+  bool moe_layer_recompute = false;
+  bool moe_shared_expert_overlap = false;
+  std::string moe_router_load_balancing_type = "aux_loss";
+  double moe_aux_loss_coeff = 0.0;
+  double moe_z_loss_coeff = 0.0;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
@@ -107,7 +119,27 @@ struct EngineConfig {
       "Megatron's context-parallel attention: p2p (ring attention, each block's keys sent on while the previous "
       "computes), all_gather (keys and values gathered, no overlap, more memory), a2a (Ulysses: heads traded for the "
       "sequence; the query and kv heads per TP rank must divide by CP)");
-    f("expert_model_parallel_size", expert_model_parallel_size, "EP size");
+    f("expert_model_parallel_size", expert_model_parallel_size,
+      "EP size (MoE models): each EP rank runs E / EP of every MoE layer's experts on the tokens all EP ranks route "
+      "to them (the EP ranks are data-parallel ranks); every rank keeps all experts' weights");
+    f("expert_tensor_parallel_size", expert_tensor_parallel_size,
+      "ETP size: null (Megatron's default, the TP size) or 1; experts split over TP ranks are not built");
+    f("moe_token_dispatcher_type", moe_token_dispatcher_type,
+      "how routed tokens reach their experts' EP ranks: alltoall (row counts all-gathered, then one all-to-all of "
+      "the rows); allgather is not built");
+    f("moe_grouped_gemm", moe_grouped_gemm,
+      "Megatron's grouped GEMM over the local experts; false (SequentialMLP) computes the same: rlforge's grouped "
+      "GEMM gives what a loop of per-expert GEMMs gives (kernels/moe.h), and runs either way");
+    f("moe_layer_recompute", moe_layer_recompute, "recompute the MoE layers' forward in backward: not built (false)");
+    f("moe_shared_expert_overlap", moe_shared_expert_overlap,
+      "run the shared expert during the dispatch's all-to-all: not built (false)");
+    f("moe_router_load_balancing_type", moe_router_load_balancing_type,
+      "aux_loss (per layer and micro-batch), seq_aux_loss (per document, averaged) or none; weighted by "
+      "moe_aux_loss_coeff (global_aux_loss and sinkhorn are not built)");
+    f("moe_aux_loss_coeff", moe_aux_loss_coeff,
+      "weight of the load-balancing loss (0: none; model/moe_losses.h). Without it a Hugging Face MoE model's "
+      "output_router_logits: true adds HF's pooled loss at router_aux_loss_coef");
+    f("moe_z_loss_coeff", moe_z_loss_coeff, "weight of the router z-loss (0: none)");
     f("make_vocab_size_divisible_by", make_vocab_size_divisible_by,
       "with TP > 1 the vocabulary is padded to a multiple of this x TP (padding masked, never exported)");
     f("sequence_parallel", sequence_parallel, "sequence parallelism (with TP > 1)");
@@ -183,6 +215,8 @@ struct EngineConfig {
   void validate() const;
   DType compute_dtype() const;
   model::RecomputePolicy recompute_policy() const;
+  // The MoE layers' training losses for `model_config`: these keys', else its HF output_router_logits.
+  model::MoeLossConfig moe_losses(const model::ModelConfig& model_config) const;
   // The layer split of a model of `num_hidden_layers` layers over the pipeline (one stage at PP 1):
   // ConfigError naming the key for a split that does not fit the model.
   model::PipelineSplit pipeline_layout(int64_t num_hidden_layers) const;

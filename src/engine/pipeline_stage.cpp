@@ -16,7 +16,22 @@ model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::
   if (config.cp_comm_type != parallel.cp_comm_type())
     throw ConfigError("cp_comm_type", "differs from the engine's parallel context's");
   check_context_parallel(config, model_config);
+  check_expert_parallel(config, model_config);
+  if (config.expert_model_parallel_size != parallel.layout().dims().expert_model_parallel_size)
+    throw ConfigError("expert_model_parallel_size",
+                      fmt::format("{} but the engine's parallel layout has {}", config.expert_model_parallel_size,
+                                  parallel.layout().dims().expert_model_parallel_size));
   return config.pipeline_layout(model_config.num_hidden_layers);
+}
+
+void check_expert_parallel(const EngineConfig& config, const model::ModelConfig& model_config) {
+  const int64_t ep = config.expert_model_parallel_size, experts = model_config.moe.num_experts;
+  if (ep > 1 && !model_config.moe.enabled())
+    throw ConfigError("expert_model_parallel_size",
+                      fmt::format("{}: {} has no MoE layers to split the experts of", ep, model_config.source));
+  if (ep > 1 && experts % ep != 0)
+    throw ConfigError("expert_model_parallel_size",
+                      fmt::format("{} does not divide the model's num_experts = {}", ep, experts));
 }
 
 void check_context_parallel(const EngineConfig& config, const model::ModelConfig& model_config) {

@@ -28,6 +28,8 @@ model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::
 // with its last.
 // ConfigError naming cp_comm_type: a2a with heads (per TP rank) that do not divide by the CP size.
 void check_context_parallel(const EngineConfig& config, const model::ModelConfig& model_config);
+// expert_model_parallel_size: a model with MoE layers whose expert count it divides.
+void check_expert_parallel(const EngineConfig& config, const model::ModelConfig& model_config);
 
 model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank);
 

@@ -270,6 +270,7 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
                                                         &grads_, kernels, parallel, &tracker));
     chunks_.back()->set_recompute(config_.recompute_policy());
     chunks_.back()->set_activation_offload(config_.cpu_offloading_num_layers);
+    chunks_.back()->set_moe_losses(config_.moe_losses(model_config_));
     chunks_.back()->reserve(max_tokens_);
   }
   chunk_grads_written_.assign(size_t(num_chunks), 0);
@@ -598,6 +599,20 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     sum_loss_over_dp();
     return result;
   }
+  if (config_.expert_model_parallel_size > 1) {
+    // Every MoE layer's forward and backward exchange rows with all EP ranks: each must run as many.
+    dist::ProcessGroup& ep = parallel_.group(dist::GroupKind::ep);
+    const double most = ep.all_reduce_scalar(double(M), dist::ReduceOp::max);
+    const double fewest = ep.all_reduce_scalar(double(M), dist::ReduceOp::min);
+    if (most != fewest)
+      throw Error(fmt::format("expert_model_parallel_size: the EP ranks run {} to {} micro-batches in this pass; "
+                              "expert parallelism needs every EP rank to run the same number",
+                              fewest, most));
+  }
+  // The MoE layers' load-balancing losses (model/moe_losses.h): each micro-batch's weighted as the mean over the
+  // step's micro-batches of every DP rank (the DP reduction sums), their values summed over this rank's passes.
+  const bool moe_losses = config_.moe_losses(model_config_).any();
+  double moe_aux_loss = 0, moe_z_loss = 0;
   const pipeline::PipelinePass pass =
       forward_only == ForwardOnly::yes ? pipeline::PipelinePass::forward_only : pipeline::PipelinePass::forward_backward;
   const int64_t stage = parallel_.pp().rank();
@@ -680,7 +695,12 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
     // The first backward after the gradients were zeroed writes the linear weights' gradients instead of
     // adding them (the same values, without reading the zeros); a chunk's weights are its own.
     char& written = chunk_grads_written_[size_t(v)];
+    if (moe_losses) grads.moe_loss_scale = 1.0 / double(M * parallel_.dp().size());
     chunk.backward(grads, written ? kernels::Accumulate::add : kernels::Accumulate::overwrite, saved.activations);
+    if (moe_losses) {
+      moe_aux_loss += saved.activations.moe_losses.aux_loss * grads.moe_loss_scale;
+      moe_z_loss += saved.activations.moe_losses.z_loss * grads.moe_loss_scale;
+    }
     written = 1;
     grads_zeroed_ = false;
     release_saved(v, saved);
@@ -699,6 +719,15 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   std::fill(grad_sync_enabled_.begin(), grad_sync_enabled_.end(), 0);
   pipeline_times_.schedule_s = schedule_clock.seconds();
   if (split_.pp_size > 1) share_results_over_pipeline(result, micro_batches, forward_only, entropy);
+  if (moe_losses && forward_only == ForwardOnly::no) {
+    // This DP rank's share of the step's mean (the callers sum metrics over DP): every stage's and CP rank's layers.
+    for (dist::ProcessGroup* group : {&parallel_.cp(), &parallel_.pp()}) {
+      moe_aux_loss = group->all_reduce_scalar(moe_aux_loss, dist::ReduceOp::sum);
+      moe_z_loss = group->all_reduce_scalar(moe_z_loss, dist::ReduceOp::sum);
+    }
+    result.metrics["moe/aux_loss"] = moe_aux_loss;
+    result.metrics["moe/z_loss"] = moe_z_loss;
+  }
   return result;
 }
 

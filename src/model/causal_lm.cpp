@@ -44,7 +44,9 @@ CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& 
       workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
       attention_(config, parallel.tp().size(), parallel.cp().size(), parallel.cp_comm_type()),
       mlp_(config, parallel.tp().size()),
-      moe_(config.moe.enabled() ? std::optional<MoeBlock>(MoeBlockConfig::from_model(config)) : std::nullopt),
+      moe_(config.moe.enabled() ? std::optional<MoeBlock>(MoeBlockConfig::from_model(
+                                      config, parallel.layout().dims().expert_model_parallel_size))
+                                : std::nullopt),
       vocab_rows_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shape[0] : 0),
       vocab_start_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shard_start : 0),
       head_(config, vocab_rows_, vocab_start_),
@@ -180,8 +182,10 @@ void CausalLm::reserve(int64_t N) {
     mlp_.reserve(discarded_.mlp, N, dtype, activations_account_, discard, SavedPart::discarded);
   }
   if (moe_) moe_->reserve(moe_scratch_, N, dtype, workspace_account_);  // forward's too
-  if (moe_losses_)
+  if (moe_losses_) {
     dlogits_extra_NE_ = Tensor({N, moe_->config().router.num_experts}, stat_dtype_for(dtype), workspace_account_);
+    if (parallel_.cp().size() > 1) real_tokens_N_ = Tensor({N}, DType::u8, workspace_account_);
+  }
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
     mlp_.reserve(mlp_scratch_, N, dtype, workspace_account_);
@@ -212,7 +216,8 @@ CausalLm::Activations CausalLm::make_layer_activations() {
   a.attention.resize(size_t(L));
   a.mlp.resize(size_t(L));
   a.moe.resize(size_t(L));
-  if (moe_losses_) moe_losses_->reserve(a.moe_losses, std::count_if(moe_index_.begin(), moe_index_.end(), is_moe_index), N);
+  if (moe_losses_)
+    moe_losses_->reserve(a.moe_losses, std::count_if(moe_index_.begin(), moe_index_.end(), is_moe_index), N);
   a.residual.resize(size_t(L + 1));
   a.mid.resize(size_t(L));
   a.offloaded.resize(size_t(offloaded_layers_));
@@ -415,8 +420,8 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
     if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
     if (moe_losses_ && is_moe(i) && saved_for == SavedFor::backward)
-      moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, N), documents(in), parallel_.cp(),
-                         a.moe_losses);
+      moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, N), documents(in), real_tokens(in),
+                         parallel_.cp(), a.moe_losses);
     // Copied out at once (the next layer's forward would compete for the same cores), or dropped when no backward
     // reads it.
     if (i < a.offloaded.size())
@@ -504,8 +509,8 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
       TensorView dlogits_extra_NE;
       if (moe_losses_ && grads.moe_loss_scale != 0) {
         dlogits_extra_NE = rows(dlogits_extra_NE_, N);
-        moe_losses_->backward(moe_index_[i], rows(s.moe.logits_NE, N), documents(in), grads.moe_loss_scale,
-                              parallel_.cp(), a.moe_losses, dlogits_extra_NE);
+        moe_losses_->backward(moe_index_[i], rows(s.moe.logits_NE, N), documents(in), real_tokens(in),
+                              grads.moe_loss_scale, a.moe_losses, dlogits_extra_NE);
       }
       moe_->backward(ctx, shape, layer_weights_[i].moe, layer_grads_[i].moe, rows(s.mid, n), s.moe, moe_scratch_,
                      dresid_NC, dlogits_extra_NE);
@@ -590,6 +595,14 @@ void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, A
     moe_->forward(ctx, shape, layer_weights_[i].moe, rows(s.mid, n), rows(s.output, n), s.moe, moe_scratch_);
   else
     mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp, discarded_.mlp);
+}
+
+TensorView CausalLm::real_tokens(const ModelInputs& in) {
+  if (in.context == nullptr) return TensorView();
+  const int64_t n = in.context->local_tokens();
+  const int rank = parallel_.cp().rank();
+  for (int64_t t = 0; t < n; ++t) real_tokens_N_.data<uint8_t>()[t] = in.context->source_token(rank, t) >= 0;
+  return rows(real_tokens_N_, n);
 }
 
 std::span<const int32_t> CausalLm::documents(const ModelInputs& in) {

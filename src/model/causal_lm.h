@@ -268,6 +268,8 @@ class CausalLm {
   bool is_moe(size_t i) const { return config_.moe.is_moe_layer(span_.hf_layers[i]); }
   // The micro-batch's documents as row offsets (cu_seqlens, or one per row when it has none).
   std::span<const int32_t> documents(const ModelInputs& inputs);
+  // u8, 0 at the context-parallel split's padding rows (empty without CP: every row is real).
+  TensorView real_tokens(const ModelInputs& inputs);
   // A layer's saved tensors in a micro-batch's Activations (or a recompute group's scratch): its MLP's or MoE's.
   void reserve_layer(Activations& a, size_t slot, bool moe, const SelectiveRecompute& discard);
   TensorView embed_w_VC_, embed_grad_VC_;
@@ -298,6 +300,7 @@ class CausalLm {
   std::vector<int64_t> moe_index_;  // a layer's index among the chunk's MoE layers (-1: dense)
   Tensor dlogits_extra_NE_;         // the losses' gradient of one MoE layer's router logits
   std::vector<int32_t> row_documents_;
+  Tensor real_tokens_N_;
   LmHeadScratch head_scratch_;
   ValueHeadScratch value_scratch_;
   Tensor dresid_NC_;

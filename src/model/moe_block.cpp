@@ -46,6 +46,9 @@ void scatter_row_grads(const MoeSaved& s, const MoeScratch& scratch, int64_t N, 
     for (int64_t end = j + counts[e]; j < end; ++j) store_f64(dprobs, sorted[j] * E + e, load_f64(dprobs_J, j));
 }
 
+// The first n entries of a vector as an [n, 1] matrix (the dispatch moves rows).
+TensorView as_column(const Tensor& t, int64_t n) { return rows(t, n).reshape({n, 1}); }
+
 // The sigmoid of the shared expert's gate logits, [N, 1] in the weights' dtype, into the statistics dtype.
 void sigmoid_rows(TensorView logits_N1, TensorView out_N) {
   for (int64_t n = 0; n < out_N.size(0); ++n) store_f64(out_N, n, 1.0 / (1.0 + std::exp(-load_f64(logits_N1, n))));
@@ -53,13 +56,14 @@ void sigmoid_rows(TensorView logits_N1, TensorView out_N) {
 
 }  // namespace
 
-MoeBlockConfig MoeBlockConfig::from_model(const ModelConfig& c) {
+MoeBlockConfig MoeBlockConfig::from_model(const ModelConfig& c, int64_t ep_size) {
   return MoeBlockConfig{.router = c.moe.router(),
                         .hidden = c.hidden_size,
                         .expert_ffn = c.moe.moe_intermediate_size,
                         .shared_ffn = c.moe.shared_expert_intermediate_size,
                         .shared_gate = c.moe.shared_expert_gate,
-                        .rms_norm_eps = c.rms_norm_eps};
+                        .rms_norm_eps = c.rms_norm_eps,
+                        .ep_size = ep_size};
 }
 
 template <class Store>
@@ -80,11 +84,34 @@ MoeParams MoeParams::bind(const Store& s, int64_t l, const ModelConfig& c) {
 template MoeParams MoeParams::bind<ParamStore>(const ParamStore&, int64_t, const ModelConfig&);
 template MoeParams MoeParams::bind<GradBuffer>(const GradBuffer&, int64_t, const ModelConfig&);
 
-MoeBlock::MoeBlock(const MoeBlockConfig& config) : config_(config) { config_.router.validate(""); }
+MoeBlock::MoeBlock(const MoeBlockConfig& config) : config_(config) {
+  config_.router.validate("");
+  RF_CHECK(config_.ep_size >= 1 && config_.router.num_experts % config_.ep_size == 0,
+           "expert_model_parallel_size {} does not divide the {} experts", config_.ep_size, config_.router.num_experts);
+}
+
+dist::ProcessGroup* MoeBlock::expert_group(const LayerContext& ctx) const {
+  if (config_.ep_size == 1) return nullptr;
+  dist::ProcessGroup& ep = ctx.parallel.group(dist::GroupKind::ep);
+  RF_CHECK(ep.size() == config_.ep_size, "MoE block for {} EP ranks in a group of {}", config_.ep_size, ep.size());
+  return &ep;
+}
+
+MoeBlock::ExpertSide MoeBlock::expert_side(const MoeSaved& s, const MoeParams& w) const {
+  const int64_t E = config_.router.num_experts, J = s.routed_rows, R = s.expert_rows;
+  if (config_.ep_size == 1)
+    return {rows(s.permuted_JC, J), rows(s.probs_J, J), std::span<const int64_t>(s.tokens_per_expert_E.data<int64_t>(),
+                                                                                 size_t(E)),
+            J, w.wg_EFC, w.wu_EFC, w.wd_ECF};
+  const int64_t first = s.plan.first_expert(), count = s.plan.local_experts();
+  return {rows(s.expert_rows_RC, R), rows(s.expert_probs_R, R), s.plan.local_sizes, R,
+          w.wg_EFC.slice(0, first, count), w.wu_EFC.slice(0, first, count), w.wd_ECF.slice(0, first, count)};
+}
 
 void MoeBlock::reserve(MoeSaved& s, int64_t N, DType dtype, TensorAccount a) const {
   const DType stat = stat_dtype_for(dtype);
   const int64_t C = config_.hidden, E = config_.router.num_experts, J = N * config_.router.top_k;
+  const int64_t R = config_.ep_size * J;  // every EP rank's rows could choose this rank's experts
   const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
   s.xn_NC = Tensor({N, C}, dtype, a);
   s.rstd_N = Tensor({N}, stat, a);
@@ -96,7 +123,11 @@ void MoeBlock::reserve(MoeSaved& s, int64_t N, DType dtype, TensorAccount a) con
   s.tokens_per_expert_E = Tensor({E}, DType::i64, a);
   s.probs_J = Tensor({J}, stat, a);
   s.permuted_JC = Tensor({J, C}, dtype, a);
-  for (Tensor* t : {&s.gate_JF, &s.up_JF, &s.act_JF}) *t = Tensor({J, F}, dtype, a);
+  if (config_.ep_size > 1) {
+    s.expert_rows_RC = Tensor({R, C}, dtype, a);
+    s.expert_probs_R = Tensor({R}, stat, a);
+  }
+  for (Tensor* t : {&s.gate_RF, &s.up_RF, &s.act_RF}) *t = Tensor({R, F}, dtype, a);
   if (S == 0) return;
   for (Tensor* t : {&s.shared_gate_NS, &s.shared_up_NS, &s.shared_act_NS}) *t = Tensor({N, S}, dtype, a);
   s.shared_out_NC = Tensor({N, C}, dtype, a);
@@ -114,11 +145,16 @@ int64_t MoeBlock::saved_bytes(int64_t N, DType dtype) const {
 void MoeBlock::reserve(MoeScratch& s, int64_t N, DType dtype, TensorAccount a) const {
   const DType stat = stat_dtype_for(dtype);
   const int64_t C = config_.hidden, E = config_.router.num_experts, J = N * config_.router.top_k;
-  const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
-  for (Tensor* t : {&s.dy_JC, &s.dpermuted_JC}) *t = Tensor({J, C}, dtype, a);
-  for (Tensor* t : {&s.scaled_act_JF, &s.dscaled_JF, &s.dact_JF, &s.dgate_JF, &s.dup_JF})
-    *t = Tensor({J, F}, dtype, a);
+  const int64_t R = config_.ep_size * J, F = config_.expert_ffn, S = config_.shared_ffn;
+  for (Tensor* t : {&s.expert_dy_RC, &s.dexpert_rows_RC}) *t = Tensor({R, C}, dtype, a);
+  for (Tensor* t : {&s.scaled_act_RF, &s.dscaled_RF, &s.dact_RF, &s.dgate_RF, &s.dup_RF}) *t = Tensor({R, F}, dtype, a);
   s.dprobs_J = Tensor({J}, stat, a);
+  if (config_.ep_size > 1) {
+    s.dprobs_R = Tensor({R}, stat, a);
+    s.local_JC = Tensor({J, C}, dtype, a);
+    s.staging_RC = Tensor({R, C}, dtype, a);
+    s.staging_R1 = Tensor({R, 1}, stat, a);
+  }
   s.dprobs_NE = Tensor({N, E}, stat, a);
   s.dlogits_NE = Tensor({N, E}, stat, a);
   if (stat != dtype)
@@ -170,14 +206,28 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   const TensorView sorted_J = rows(s.sorted_J, J), permuted_JC = rows(s.permuted_JC, J);
   k.moe_permute(xn_NC, map_NE, TensorView(), permuted_JC, TensorView(), sorted_J, s.tokens_per_expert_E);
   gather_row_probs(s, N, E, J);
-  const std::span<const int64_t> sizes(s.tokens_per_expert_E.data<int64_t>(), size_t(E));
-  const TensorView gate_JF = rows(s.gate_JF, J), up_JF = rows(s.up_JF, J), act_JF = rows(s.act_JF, J);
-  k.grouped_gemm_forward(permuted_JC, w.wg_EFC, sizes, gate_JF);
-  k.grouped_gemm_forward(permuted_JC, w.wu_EFC, sizes, up_JF);
-  k.swiglu_forward(gate_JF, up_JF, act_JF);
-  const TensorView scaled_JF = rows(scratch.scaled_act_JF, J), down_JC = rows(scratch.dy_JC, J);
-  scale_rows(act_JF, rows(s.probs_J, J), scaled_JF);
-  k.grouped_gemm_forward(scaled_JF, w.wd_ECF, sizes, down_JC);
+  dist::ProcessGroup* ep = expert_group(ctx);
+  s.expert_rows = J;
+  if (ep) {  // the rows go to their experts' ranks, with their weights
+    s.plan = plan_expert_rows(*ep, s.tokens_per_expert_E);
+    s.expert_rows = s.plan.rows;
+    dispatch_rows(*ep, s.plan, permuted_JC, scratch.staging_RC, s.expert_rows_RC);
+    dispatch_rows(*ep, s.plan, as_column(s.probs_J, J), scratch.staging_R1, as_column(s.expert_probs_R, s.plan.rows));
+  }
+  const ExpertSide x = expert_side(s, w);
+  const int64_t R = x.rows;
+  const TensorView gate_RF = rows(s.gate_RF, R), up_RF = rows(s.up_RF, R), act_RF = rows(s.act_RF, R);
+  k.grouped_gemm_forward(x.x_RC, x.wg_EFC, x.sizes, gate_RF);
+  k.grouped_gemm_forward(x.x_RC, x.wu_EFC, x.sizes, up_RF);
+  k.swiglu_forward(gate_RF, up_RF, act_RF);
+  const TensorView scaled_RF = rows(scratch.scaled_act_RF, R), down_RC = rows(scratch.expert_dy_RC, R);
+  scale_rows(act_RF, x.probs_R, scaled_RF);
+  k.grouped_gemm_forward(scaled_RF, x.wd_ECF, x.sizes, down_RC);
+  TensorView down_JC = down_RC;
+  if (ep) {
+    down_JC = rows(scratch.local_JC, J);
+    combine_rows(*ep, s.plan, down_RC, scratch.staging_RC, down_JC);
+  }
   k.moe_unpermute(down_JC, sorted_J, y_NC, Accumulate::add);
   if (config_.shared_ffn == 0) return;
 
@@ -204,28 +254,42 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   const auto& k = ctx.kernels;
   const Accumulate wgrad_mode = ctx.linear_weight_grads;
   const int64_t N = xn_NC.size(0), E = config_.router.num_experts, J = s.routed_rows;
-  const std::span<const int64_t> sizes(s.tokens_per_expert_E.data<int64_t>(), size_t(E));
-  const TensorView sorted_J = rows(s.sorted_J, J), probs_J = rows(s.probs_J, J);
-  const TensorView act_JF = rows(s.act_JF, J), permuted_JC = rows(s.permuted_JC, J);
+  const TensorView sorted_J = rows(s.sorted_J, J);
+  const ExpertSide x = expert_side(s, w), gx = expert_side(s, g);
+  const int64_t R = x.rows;
+  dist::ProcessGroup* ep = expert_group(ctx);
 
+  // Each row's output gradient, moved to its expert's rank as the rows were.
+  const TensorView dy_RC = rows(scratch.expert_dy_RC, R);
+  if (ep) {
+    k.moe_gather(dy_NC, sorted_J, rows(scratch.local_JC, J));
+    dispatch_rows(*ep, s.plan, rows(scratch.local_JC, J), scratch.staging_RC, dy_RC);
+  } else {
+    k.moe_gather(dy_NC, sorted_J, dy_RC);
+  }
   // Down projection: its input is each row's activation times its weight, recomputed from the kept activation.
-  const TensorView dy_JC = rows(scratch.dy_JC, J), scaled_JF = rows(scratch.scaled_act_JF, J);
-  const TensorView dscaled_JF = rows(scratch.dscaled_JF, J), dact_JF = rows(scratch.dact_JF, J);
-  k.moe_gather(dy_NC, sorted_J, dy_JC);
-  scale_rows(act_JF, probs_J, scaled_JF);
-  k.grouped_gemm_dgrad(dy_JC, w.wd_ECF, sizes, dscaled_JF, Accumulate::overwrite);
-  k.grouped_gemm_wgrad(dy_JC, scaled_JF, sizes, g.wd_ECF, wgrad_mode);
-  const TensorView dprobs_J = rows(scratch.dprobs_J, J);
-  row_dots(dscaled_JF, act_JF, dprobs_J);
-  scale_rows(dscaled_JF, probs_J, dact_JF);
+  const TensorView act_RF = rows(s.act_RF, R), scaled_RF = rows(scratch.scaled_act_RF, R);
+  const TensorView dscaled_RF = rows(scratch.dscaled_RF, R), dact_RF = rows(scratch.dact_RF, R);
+  scale_rows(act_RF, x.probs_R, scaled_RF);
+  k.grouped_gemm_dgrad(dy_RC, x.wd_ECF, x.sizes, dscaled_RF, Accumulate::overwrite);
+  k.grouped_gemm_wgrad(dy_RC, scaled_RF, x.sizes, gx.wd_ECF, wgrad_mode);
+  const TensorView dprobs_J = rows(scratch.dprobs_J, J), dprobs_R = ep ? rows(scratch.dprobs_R, R) : dprobs_J;
+  row_dots(dscaled_RF, act_RF, dprobs_R);
+  scale_rows(dscaled_RF, x.probs_R, dact_RF);
 
-  const TensorView dgate_JF = rows(scratch.dgate_JF, J), dup_JF = rows(scratch.dup_JF, J);
-  k.swiglu_backward(rows(s.gate_JF, J), rows(s.up_JF, J), dact_JF, dgate_JF, dup_JF);
-  const TensorView dpermuted_JC = rows(scratch.dpermuted_JC, J);
-  k.grouped_gemm_dgrad(dgate_JF, w.wg_EFC, sizes, dpermuted_JC, Accumulate::overwrite);
-  k.grouped_gemm_dgrad(dup_JF, w.wu_EFC, sizes, dpermuted_JC, Accumulate::add);
-  k.grouped_gemm_wgrad(dgate_JF, permuted_JC, sizes, g.wg_EFC, wgrad_mode);
-  k.grouped_gemm_wgrad(dup_JF, permuted_JC, sizes, g.wu_EFC, wgrad_mode);
+  const TensorView dgate_RF = rows(scratch.dgate_RF, R), dup_RF = rows(scratch.dup_RF, R);
+  k.swiglu_backward(rows(s.gate_RF, R), rows(s.up_RF, R), dact_RF, dgate_RF, dup_RF);
+  const TensorView dx_RC = rows(scratch.dexpert_rows_RC, R);
+  k.grouped_gemm_dgrad(dgate_RF, x.wg_EFC, x.sizes, dx_RC, Accumulate::overwrite);
+  k.grouped_gemm_dgrad(dup_RF, x.wu_EFC, x.sizes, dx_RC, Accumulate::add);
+  k.grouped_gemm_wgrad(dgate_RF, x.x_RC, x.sizes, gx.wg_EFC, wgrad_mode);
+  k.grouped_gemm_wgrad(dup_RF, x.x_RC, x.sizes, gx.wu_EFC, wgrad_mode);
+  TensorView dpermuted_JC = dx_RC;
+  if (ep) {  // the rows' gradients and their weights' back to the tokens' rank
+    dpermuted_JC = rows(scratch.local_JC, J);
+    combine_rows(*ep, s.plan, dx_RC, scratch.staging_RC, dpermuted_JC);
+    combine_rows(*ep, s.plan, as_column(scratch.dprobs_R, R), scratch.staging_R1, as_column(scratch.dprobs_J, J));
+  }
   k.moe_unpermute(dpermuted_JC, sorted_J, dxn_NC, Accumulate::overwrite);
 
   // The router: the weights' gradients back to the logits (the choice has none), plus the balancing losses'.

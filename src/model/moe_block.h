@@ -6,7 +6,10 @@
 // per projection over all experts; each row's activation is scaled by its routing weight before the down
 // projection, as Megatron's experts do (§6.7), so the combine (moe_unpermute) is a plain sum, in increasing row order.
 // forward_experts / backward_experts are the layer without its norm and residual (DeepSeek-V3's DeepseekV3MoE).
-// One rank: no tensor, expert or sequence parallelism yet (ParamLayout refuses MoE at TP > 1 by name).
+// Expert parallel (ep_size > 1, the LayerContext's EP group): this rank runs experts [q E/EP, (q+1) E/EP) on the rows
+// every EP rank routes to them (moe_dispatch.h); every rank keeps all experts' weights (the layout is the whole
+// model's: each expert's gradient comes from its own rank, zeros elsewhere, and the data-parallel sum completes it).
+// No tensor or sequence parallelism yet (ParamLayout refuses MoE at TP > 1 by name).
 // The router runs in the statistics dtype (f32 for f32 and bf16 weights, f64 for f64) on logits computed in the
 // weights' dtype (HF's Qwen-MoE gate is a Linear in the model's dtype, its softmax in f32).
 // Legend: N tokens, C hidden, E experts, k = top_k, J = N k routed rows, F an expert's FFN width, S the shared
@@ -16,6 +19,7 @@
 #include "core/tensor.h"
 #include "model/layer_context.h"
 #include "model/model_config.h"
+#include "model/moe_dispatch.h"
 #include "model/moe_router.h"
 
 namespace rf::model {
@@ -27,7 +31,8 @@ struct MoeBlockConfig {
   int64_t shared_ffn = 0;  // S; 0: no shared expert
   bool shared_gate = false;
   double rms_norm_eps = 1e-6;
-  static MoeBlockConfig from_model(const ModelConfig& config);
+  int64_t ep_size = 1;  // expert_model_parallel_size
+  static MoeBlockConfig from_model(const ModelConfig& config, int64_t ep_size = 1);
 };
 
 struct MoeParams {
@@ -49,29 +54,39 @@ struct MoeSaved {
   RouterSaved router;
   Tensor sorted_J, tokens_per_expert_E;  // i64: the rows' source tokens; rows per expert
   Tensor probs_J;                        // each row's routing weight
-  Tensor permuted_JC, gate_JF, up_JF, act_JF;
+  Tensor permuted_JC;
+  // What this rank's experts compute on (R rows: J without expert parallelism, where the two are one): with EP the
+  // rows and weights dispatched to them, the plan of that exchange, then the experts' activations.
+  Tensor expert_rows_RC, expert_probs_R;
+  ExpertRowPlan plan;
+  Tensor gate_RF, up_RF, act_RF;
   Tensor shared_gate_NS, shared_up_NS, shared_act_NS, shared_out_NC, shared_scale_N;
   int64_t routed_rows = 0;  // J of the last forward
+  int64_t expert_rows = 0;  // R of the last forward
 
   template <class F>
   void for_each_tensor(F&& f) {
     for (Tensor* t : {&xn_NC, &rstd_N, &logits_NE, &probs_NE, &routing_map_NE, &router.scores_TE, &sorted_J,
-                      &tokens_per_expert_E, &probs_J, &permuted_JC, &gate_JF, &up_JF, &act_JF, &shared_gate_NS,
-                      &shared_up_NS, &shared_act_NS, &shared_out_NC, &shared_scale_N})
+                      &tokens_per_expert_E, &probs_J, &permuted_JC, &expert_rows_RC, &expert_probs_R, &gate_RF,
+                      &up_RF, &act_RF, &shared_gate_NS, &shared_up_NS, &shared_act_NS, &shared_out_NC,
+                      &shared_scale_N})
       f(*t);
   }
 };
 
+// Expert side (R rows) and, with expert parallelism, the local side (J rows) and the exchange's staging.
 struct MoeScratch {
-  Tensor dy_JC, scaled_act_JF, dscaled_JF, dact_JF, dgate_JF, dup_JF, dpermuted_JC, dprobs_J, dprobs_NE;
+  Tensor expert_dy_RC, scaled_act_RF, dscaled_RF, dact_RF, dgate_RF, dup_RF, dexpert_rows_RC, dprobs_R;
+  Tensor local_JC, staging_RC, staging_R1, dprobs_J, dprobs_NE;
   Tensor dlogits_NE, dlogits_cast_NE, logits_cast_NE, dxn_NC;
   Tensor dshared_out_NC, dshared_act_NS, dshared_gate_NS, dshared_up_NS, dshared_scale_N, shared_logit_N1;
 
   template <class F>
   void for_each_tensor(F&& f) {
-    for (Tensor* t : {&dy_JC, &scaled_act_JF, &dscaled_JF, &dact_JF, &dgate_JF, &dup_JF, &dpermuted_JC, &dprobs_J,
-                      &dprobs_NE, &dlogits_NE, &dlogits_cast_NE, &logits_cast_NE, &dxn_NC, &dshared_out_NC,
-                      &dshared_act_NS, &dshared_gate_NS, &dshared_up_NS, &dshared_scale_N, &shared_logit_N1})
+    for (Tensor* t : {&expert_dy_RC, &scaled_act_RF, &dscaled_RF, &dact_RF, &dgate_RF, &dup_RF, &dexpert_rows_RC,
+                      &dprobs_R, &local_JC, &staging_RC, &staging_R1, &dprobs_J, &dprobs_NE, &dlogits_NE,
+                      &dlogits_cast_NE, &logits_cast_NE, &dxn_NC, &dshared_out_NC, &dshared_act_NS, &dshared_gate_NS,
+                      &dshared_up_NS, &dshared_scale_N, &shared_logit_N1})
       f(*t);
   }
 };
@@ -107,6 +122,18 @@ class MoeBlock {
                         TensorView dlogits_extra_NE = TensorView()) const;
 
  private:
+  // The rows this rank's experts run on, their weights and group sizes (moe_dispatch.h's expert side), after
+  // forward_experts' dispatch; and those experts' weights, or gradients, of `w`.
+  struct ExpertSide {
+    TensorView x_RC, probs_R;
+    std::span<const int64_t> sizes;
+    int64_t rows = 0;
+    TensorView wg_EFC, wu_EFC, wd_ECF;
+  };
+  ExpertSide expert_side(const MoeSaved& saved, const MoeParams& w) const;
+  // The EP group when expert parallel, else null.
+  dist::ProcessGroup* expert_group(const LayerContext& ctx) const;
+
   MoeBlockConfig config_;
 };
 

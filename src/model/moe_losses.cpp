@@ -33,18 +33,24 @@ TensorView MoeLosses::layer_counts(int64_t layer, const MoeLossState& state, int
   return config_.balancing == MoeBalancing::seq_aux_loss ? all.slice(0, 0, documents) : all.select(0, 0);
 }
 
-void MoeLosses::count(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents,
+void MoeLosses::count(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, TensorView valid_N,
                       dist::ProcessGroup& group, MoeLossState& state) {
-  if (config_.balancing == MoeBalancing::none || config_.aux_coeff == 0) return;
   const int64_t N = logits_NE.size(0), S = int64_t(documents.size()) - 1;
+  double valid = double(N);
+  if (!valid_N.empty()) {
+    valid = 0;
+    for (int64_t n = 0; n < N; ++n) valid += valid_N.data<uint8_t>()[n] != 0;
+  }
+  state.valid_tokens = group.size() > 1 ? group.all_reduce_scalar(valid, dist::ReduceOp::sum) : valid;
+  if (config_.balancing == MoeBalancing::none || config_.aux_coeff == 0) return;
   const TensorView scores = scores_NE_.view().slice(0, 0, N);
   aux_loss_scores(score_, logits_NE, scores);
   const TensorView counts = layer_counts(layer, state, S);
   fill_zero(counts);
   if (config_.balancing == MoeBalancing::seq_aux_loss)
-    add_aux_topk_counts_per_sequence(scores, top_k_, offsets(documents), TensorView(), counts);
+    add_aux_topk_counts_per_sequence(scores, top_k_, offsets(documents), valid_N, counts);
   else
-    add_aux_topk_counts(scores, top_k_, TensorView(), counts);
+    add_aux_topk_counts(scores, top_k_, valid_N, counts);
   if (group.size() > 1) group.all_reduce(counts, dist::ReduceOp::sum);
 }
 
@@ -56,8 +62,8 @@ void MoeLosses::pool(MoeLossState& state) const {
     for (int64_t e = 0; e < E_; ++e) state.pooled_E.data<double>()[e] += counts.data<double>()[e];
 }
 
-void MoeLosses::backward(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, double scale,
-                         dist::ProcessGroup& group, MoeLossState& state, TensorView dlogits_NE) {
+void MoeLosses::backward(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, TensorView valid_N,
+                         double scale, MoeLossState& state, TensorView dlogits_NE) {
   fill_zero(dlogits_NE);
   const int64_t N = logits_NE.size(0), S = int64_t(documents.size()) - 1;
   if (config_.balancing != MoeBalancing::none && config_.aux_coeff > 0) {
@@ -69,20 +75,26 @@ void MoeLosses::backward(int64_t layer, TensorView logits_NE, std::span<const in
     aux_loss_scores(score_, logits_NE, scores);
     if (config_.balancing == MoeBalancing::seq_aux_loss) {
       const TensorView counts = layer_counts(layer, state, S);
-      state.aux_loss += seq_aux_loss_forward(params, scores, offsets(documents), TensorView(), counts);
-      seq_aux_loss_backward(params, score_, logits_NE, offsets(documents), TensorView(), counts, scale, dlogits_NE);
+      state.aux_loss += seq_aux_loss_forward(params, scores, offsets(documents), valid_N, counts);
+      seq_aux_loss_backward(params, score_, logits_NE, offsets(documents), valid_N, counts, scale, dlogits_NE);
     } else {
       const TensorView counts =
           config_.balancing == MoeBalancing::hf_pooled ? state.pooled_E.view() : layer_counts(layer, state, S);
-      state.aux_loss += aux_loss_forward(params, scores, TensorView(), counts);
-      aux_loss_backward(params, score_, logits_NE, TensorView(), counts, scale, dlogits_NE);
+      state.aux_loss += aux_loss_forward(params, scores, valid_N, counts);
+      aux_loss_backward(params, score_, logits_NE, valid_N, counts, scale, dlogits_NE);
     }
   }
   if (config_.z_coeff > 0) {
-    // Each rank of the group adds the mean over its own rows: divided by the group's size, the shares sum to one mean.
-    const ZLossParams params{.coeff = config_.z_coeff, .divisor = double(group.size())};
-    state.z_loss += z_loss_forward(params, logits_NE, TensorView());
-    z_loss_backward(params, logits_NE, TensorView(), scale, dlogits_NE);
+    // Each rank of the group adds its rows' sum over all the group's real tokens: the shares sum to one mean.
+    double local = double(N);
+    if (!valid_N.empty()) {
+      local = 0;
+      for (int64_t n = 0; n < N; ++n) local += valid_N.data<uint8_t>()[n] != 0;
+    }
+    if (local == 0) return;
+    const ZLossParams params{.coeff = config_.z_coeff, .divisor = state.valid_tokens / local};
+    state.z_loss += z_loss_forward(params, logits_NE, valid_N);
+    z_loss_backward(params, logits_NE, valid_N, scale, dlogits_NE);
   }
 }
 

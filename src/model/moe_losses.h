@@ -7,7 +7,8 @@
 //                  router logits of every MoE layer concatenated, coeff * E * sum_e (count_e / LN) (P_e sum / LN)
 //   z_loss         ST-MoE's, per layer, alongside any of the above (coeff 0: off)
 // The counts f_e come from the forward (any recompute leaves them alone: they are kept per micro-batch); with
-// context parallelism they are summed over the CP group (each rank's share of the loss uses its own rows).
+// context parallelism they are summed over the CP group (each rank's share of the loss uses its own rows), and the
+// CP split's padding rows (`valid_N` 0) count for nothing, so the losses are the unsplit micro-batch's.
 // Legend: N tokens, E experts, L MoE layers, S documents.
 #pragma once
 
@@ -40,6 +41,7 @@ struct MoeLossState {
   std::vector<Tensor> counts_E;  // per MoE layer of the chunk, f64 [E] (seq_aux_loss: [S, E])
   Tensor pooled_E;               // hf_pooled: the sum over layers
   double aux_loss = 0, z_loss = 0;  // summed over the chunk's MoE layers in the last backward (coefficients applied)
+  double valid_tokens = 0;          // the micro-batch's real tokens, over the group
 };
 
 class MoeLosses {
@@ -50,15 +52,16 @@ class MoeLosses {
   // Sized for `layers` MoE layers of up to max_tokens tokens (and as many documents); also the workspace's.
   void reserve(MoeLossState& state, int64_t layers, int64_t max_tokens);
   // Forward of MoE layer `layer` (its index among the chunk's MoE layers): its counts from its router logits,
-  // summed over `group` (the CP group; a group of one sums nothing). documents: cu_seqlens of the micro-batch.
-  void count(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, dist::ProcessGroup& group,
-             MoeLossState& state);
+  // summed over `group` (the CP group; a group of one sums nothing). documents: cu_seqlens of the micro-batch;
+  // valid_N: u8, 0 at padding rows (empty: every row is real).
+  void count(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, TensorView valid_N,
+             dist::ProcessGroup& group, MoeLossState& state);
   // Once all layers have counted, before the backward (hf_pooled sums them).
   void pool(MoeLossState& state) const;
   // Backward of MoE layer `layer`: dlogits_NE (overwritten, the logits' dtype) = scale * d(its losses)/dlogits;
   // its loss values are added to the state's.
-  void backward(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, double scale,
-                dist::ProcessGroup& group, MoeLossState& state, TensorView dlogits_NE);
+  void backward(int64_t layer, TensorView logits_NE, std::span<const int32_t> documents, TensorView valid_N,
+                double scale, MoeLossState& state, TensorView dlogits_NE);
 
  private:
   std::span<const int64_t> offsets(std::span<const int32_t> documents);

@@ -143,13 +143,19 @@ inline void expect_three_steps_match(engine::TrainEngine& parallel, engine::Trai
   const int64_t per_rank = kMicroBatchesPerStep / context.dp().size(), first = context.dp().rank() * per_rank;
   for (int step = 0; step < 3; ++step) {
     const std::string at = "step " + std::to_string(step);
-    const double loss = parallel.forward_backward(step_micro_batches(step, first, per_rank), token_mean_nll,
-                                                  engine::ForwardOnly::no)
-                            .loss;
-    const double loss_one = single.forward_backward(step_micro_batches(step, 0, kMicroBatchesPerStep), token_mean_nll,
-                                                    engine::ForwardOnly::no)
-                                .loss;
+    const engine::ForwardBackwardResult result = parallel.forward_backward(
+        step_micro_batches(step, first, per_rank), token_mean_nll, engine::ForwardOnly::no);
+    const engine::ForwardBackwardResult result_one = single.forward_backward(
+        step_micro_batches(step, 0, kMicroBatchesPerStep), token_mean_nll, engine::ForwardOnly::no);
+    const double loss = result.loss, loss_one = result_one.loss;
     EXPECT_NEAR(loss, loss_one, 1e-5 * std::abs(loss_one)) << at << ": forward_backward's loss is the global loss";
+    // The MoE layers' load-balancing losses: each DP rank's share of the step's (the RL trainer sums over DP).
+    EXPECT_EQ(result.metrics.size(), result_one.metrics.size()) << at;
+    for (const auto& [name, value_one] : result_one.metrics) {
+      ASSERT_TRUE(result.metrics.count(name)) << at << " " << name;
+      const double value = context.dp().all_reduce_scalar(result.metrics.at(name), dist::ReduceOp::sum);
+      EXPECT_NEAR(value, value_one, 1e-5 * std::abs(value_one) + 1e-12) << at << " " << name;
+    }
     if (after_backward) after_backward();
     parallel.reduce_gradients();
     single.reduce_gradients();

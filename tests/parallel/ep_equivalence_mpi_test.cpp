@@ -1,0 +1,167 @@
+// Expert parallelism against one rank (issue #25 acceptance 2): the same MoE model (same seed), global batch and
+// optimizer, trained 3 steps by a TrainEngine whose MoE layers' experts are split over the EP group (the tokens
+// exchanged by the all-to-all dispatcher) and by a one-rank TrainEngine, on every rank: per step the loss, the
+// load-balancing losses when on, every gradient and the grad norm; after the third step every weight
+// (equivalence_checks.h, f32, 1e-5 relative). Qwen3-MoE (all layers sparse) and Qwen2-MoE (a gated shared expert);
+// EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
+// CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss. A forward-only pass
+// (compute_log_prob, and an InferEngine at the same layout) returns the one-rank log-probs. Then the refusals.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "dist/parallel_context.h"
+#include "engine/infer_engine.h"
+#include "engine/train_engine.h"
+#include "equivalence_checks.h"
+#include "mpi_test_world.h"
+
+namespace rf {
+namespace {
+
+using dist::testing::world;
+using parallel_testing::step_micro_batches;
+
+struct ExpertLayout {
+  int ep = 2;
+  int pp = 1;
+  int cp = 1;
+  bool distributed_optimizer = false;
+  model::Arch arch = model::Arch::qwen3_moe;
+  std::string balancing = "none";  // aux_loss (with a z-loss), hf (HF's pooled loss), none
+  std::string name() const {
+    std::string out = fmt::format("{} EP{}", model::arch_name(arch), ep);
+    if (pp > 1) out += fmt::format(" x PP{}", pp);
+    if (cp > 1) out += fmt::format(" x CP{}", cp);
+    const int dp = world().size() / (pp * cp);
+    if (dp > ep) out += fmt::format(" (DP{})", dp);
+    if (distributed_optimizer) out += " +distributed optimizer";
+    return out + " losses: " + balancing;
+  }
+};
+
+// Vocabulary 200, hidden 32, 2 layers; 8 experts top-2 of FFN 16 (Qwen2-MoE: a gated shared expert of 24).
+model::ModelConfig moe_config(const ExpertLayout& layout) {
+  model::ModelConfig c = parallel_testing::small_model_config(layout.arch, false, 2, 2);
+  c.moe = model::MoeConfig{.num_experts = 8, .num_experts_per_tok = 2, .moe_intermediate_size = 16,
+                           .norm_topk_prob = layout.arch == model::Arch::qwen3_moe};
+  if (layout.arch == model::Arch::qwen2_moe) {
+    c.moe.shared_expert_intermediate_size = 24;
+    c.moe.shared_expert_gate = true;
+  }
+  if (layout.balancing == "hf") {
+    c.moe.output_router_logits = true;
+    c.moe.router_aux_loss_coef = 0.05;
+  }
+  c.validate();
+  return c;
+}
+
+engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int pp, int cp) {
+  engine::EngineConfig c;
+  c.dtype = "float32";
+  c.expert_model_parallel_size = ep;
+  c.pipeline_model_parallel_size = pp;
+  c.context_parallel_size = cp;
+  c.use_distributed_optimizer = layout.distributed_optimizer && ep > 1;
+  if (layout.balancing == "aux_loss") {
+    c.moe_aux_loss_coeff = 0.1;
+    c.moe_z_loss_coeff = 0.01;
+  }
+  return c;
+}
+
+dist::ParallelContext context_for(const ExpertLayout& layout) {
+  dist::ParallelDims dims;
+  dims.world_size = world().size();
+  dims.expert_model_parallel_size = layout.ep;
+  dims.pipeline_model_parallel_size = layout.pp;
+  dims.context_parallel_size = layout.cp;
+  return dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
+}
+
+void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
+  SCOPED_TRACE(layout.name());
+  dist::ParallelContext context = context_for(layout);
+  dist::ParallelContext one_rank = dist::ParallelContext::single_process();
+  const optim::OptimConfig optim = parallel_testing::equivalence_optim();
+  kernels::KernelRegistry kernels;
+  MemoryTracker tracker, one_tracker;
+  const model::ModelConfig config = moe_config(layout);
+  const engine::EngineConfig parallel_config = engine_config_for(layout, layout.ep, layout.pp, layout.cp);
+  engine::TrainEngine parallel(parallel_config, optim, config, kernels, context, tracker, 64);
+  engine::TrainEngine single(engine_config_for(layout, 1, 1, 1), optim, config, kernels, one_rank, one_tracker, 64);
+  parallel.init_random_weights(3);
+  single.init_random_weights(3);
+  parallel_testing::expect_three_steps_match(parallel, single, context);
+  const int64_t per_rank = parallel_testing::kMicroBatchesPerStep / context.dp().size();
+  const int64_t first = context.dp().rank() * per_rank;
+  const auto logp_one =
+      single.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute);
+  parallel_testing::expect_outputs_match(
+      parallel.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute), logp_one,
+      "TrainEngine");
+  engine::InferEngine frozen(parallel_config, config, kernels, context, tracker, 64);
+  single.export_weights([&](const std::string& name, TensorView full) { frozen.update_weights(name, full); });
+  parallel_testing::expect_outputs_match(
+      frozen.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute), logp_one,
+      "InferEngine");
+}
+
+std::vector<ExpertLayout> layouts_for(int world_size) {
+  if (world_size == 2)
+    return {{}, {.arch = model::Arch::qwen2_moe}, {.balancing = "aux_loss"}, {.balancing = "hf"},
+            {.distributed_optimizer = true, .arch = model::Arch::qwen2_moe}};
+  return {{.ep = 4},
+          {.ep = 4, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
+          {},
+          {.pp = 2, .balancing = "aux_loss"},
+          {.cp = 2, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"}};
+}
+
+TEST(ExpertParallel, TrainsLikeOneRank) {
+  ASSERT_TRUE(world().size() == 2 || world().size() == 4) << "the layouts are written for 2 and 4 ranks";
+  for (const ExpertLayout& layout : layouts_for(world().size())) check_expert_parallel_matches_one_rank(layout);
+}
+
+// Refused before any work, naming the key: EP on a dense model, EP not dividing the experts, the keys not built.
+TEST(ExpertParallel, RefusesWhatItCannotRunByKey) {
+  if (world().size() != 2) GTEST_SKIP() << "written for 2 ranks";
+  const optim::OptimConfig optim = parallel_testing::equivalence_optim();
+  kernels::KernelRegistry kernels;
+  MemoryTracker tracker;
+  dist::ParallelContext context = context_for({});
+  auto key_of = [&](const model::ModelConfig& config, const engine::EngineConfig& engine_config) -> std::string {
+    try {
+      engine::TrainEngine engine(engine_config, optim, config, kernels, context, tracker, 64);
+    } catch (const ConfigError& e) {
+      return std::string(e.key_path());
+    }
+    return "";
+  };
+  const engine::EngineConfig ep2 = engine_config_for({}, 2, 1, 1);
+  EXPECT_EQ(key_of(parallel_testing::small_model_config(model::Arch::qwen3, false, 2, 2), ep2),
+            "expert_model_parallel_size");
+  model::ModelConfig five_experts = moe_config({});
+  five_experts.moe.num_experts = 5;
+  EXPECT_EQ(key_of(five_experts, ep2), "expert_model_parallel_size");
+  auto refused = [](auto set) {
+    engine::EngineConfig c = engine_config_for({}, 2, 1, 1);
+    set(c);
+    try {
+      c.validate();
+    } catch (const ConfigError& e) {
+      return std::string(e.key_path());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refused([](auto& c) { c.expert_tensor_parallel_size = 2; }), "expert_tensor_parallel_size");
+  EXPECT_EQ(refused([](auto& c) { c.moe_token_dispatcher_type = model::MoeDispatcher::allgather; }),
+            "moe_token_dispatcher_type");
+  EXPECT_EQ(refused([](auto& c) { c.moe_layer_recompute = true; }), "moe_layer_recompute");
+  EXPECT_EQ(refused([](auto& c) { c.moe_router_load_balancing_type = "sinkhorn"; }),
+            "moe_router_load_balancing_type");
+  EXPECT_EQ(refused([](auto& c) { c.moe_aux_loss_coeff = -1; }), "moe_aux_loss_coeff");
+}
+
+}  // namespace
+}  // namespace rf
