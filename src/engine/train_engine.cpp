@@ -204,7 +204,9 @@ model::MemoryEstimate training_memory(const model::ModelConfig& c, const EngineC
   // and softmax's statistics), the head-wise ones split over TP; a micro-batch padded for sequence parallel.
   const double C = double(c.hidden_size), F = double(c.intermediate_size) / tp, H = double(c.num_attention_heads) / tp;
   const double HD = H * double(c.head_dim), KD = double(c.num_key_value_heads * c.head_dim) / tp;
-  const double per_token_layer = 4 * C + 2 * HD + 2 * KD + 3 * F + H + 2;
+  // An MoE layer keeps its k experts' activations per token instead of the MLP's: the smaller, for a lower bound.
+  const double moe_F = double(c.moe.num_experts_per_tok * c.moe.moe_intermediate_size);
+  const double per_token_layer = 4 * C + 2 * HD + 2 * KD + 3 * (c.moe.enabled() ? std::min(F, moe_F) : F) + H + 2;
   const int64_t multiple = config.sequence_parallel ? tp_size : 1;
   const int64_t tokens = (max_tokens_per_micro_batch + multiple - 1) / multiple * multiple;
   const double layers = double(c.num_hidden_layers) / pp;

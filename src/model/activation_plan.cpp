@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/tensor_allocation.h"
 
@@ -48,6 +49,14 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
   const std::string saved_names = joined({"mid", names(attention_specs, SavedPart::kept), names(mlp_specs, SavedPart::kept)});
   const std::string discarded_names =
       joined({names(attention_specs, SavedPart::discarded), names(mlp_specs, SavedPart::discarded)});
+  // An MoE layer keeps its MoE block's tensors instead of the MLP's (all of them: no selective recompute there).
+  const std::optional<MoeBlock> moe =
+      config.moe.enabled() ? std::optional<MoeBlock>(MoeBlockConfig::from_model(config, shape.ep_size)) : std::nullopt;
+  const int64_t moe_bytes = moe ? moe->saved_bytes(N, dtype) : 0;
+  const int64_t saved_moe_layer = stream + allocation_bytes(attention_specs, SavedPart::kept) + moe_bytes;
+  const std::string saved_moe_names =
+      joined({"mid", names(attention_specs, SavedPart::kept), "moe: router, routed rows, experts' activations"});
+  const auto is_moe = [&](int64_t l) { return config.moe.is_moe_layer(span.hf_layers[size_t(l)]); };
 
   ChunkActivations chunk;
   const int64_t L = int64_t(span.hf_layers.size());
@@ -67,8 +76,8 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
       case ResidualKept::none: break;
     }
     if (!groups.recomputes(l)) {
-      layer.bytes += saved_layer;
-      layer.kept = joined({layer.kept, saved_names});
+      layer.bytes += is_moe(l) ? saved_moe_layer : saved_layer;
+      layer.kept = joined({layer.kept, is_moe(l) ? saved_moe_names : saved_names});
       layer.discarded = discarded_names;
     } else {
       layer.kind = layer.bytes > 0 ? LayerActivations::Kind::group_input : LayerActivations::Kind::recomputed;
@@ -92,10 +101,19 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
                            : allocation_bytes(ValueHead(config).saved_tensors(N, dtype), SavedPart::kept);
   // One group's layers, all they save (its first layer's input stays in the micro-batch's own).
   const SelectiveRecompute keep_all;
-  const int64_t whole_layer = stream + allocation_bytes(attention.saved_tensors(N, dtype, keep_all), SavedPart::kept) +
-                              allocation_bytes(mlp.saved_tensors(N, dtype, keep_all), SavedPart::kept);
+  const int64_t attention_and_stream =
+      stream + allocation_bytes(attention.saved_tensors(N, dtype, keep_all), SavedPart::kept);
+  const int64_t mlp_bytes = allocation_bytes(mlp.saved_tensors(N, dtype, keep_all), SavedPart::kept);
   const int64_t G = groups.largest();
-  if (G > 0) chunk.scratch_bytes += G * whole_layer + (G - 1) * stream;
+  // Position k of a group holds an MLP's tensors if some group has a dense layer there, an MoE block's if some has
+  // an MoE layer there (CausalLm::reserve).
+  for (int64_t k = 0; k < G; ++k) {
+    bool dense = false, sparse = false;
+    for (const auto& [first, end] : groups.groups)
+      if (first + k < end) (is_moe(first + k) ? sparse : dense) = true;
+    chunk.scratch_bytes += attention_and_stream + (dense ? mlp_bytes : 0) + (sparse ? moe_bytes : 0);
+  }
+  if (G > 0) chunk.scratch_bytes += (G - 1) * stream;
   if (policy.selective.any())
     chunk.scratch_bytes += allocation_bytes(attention_specs, SavedPart::discarded) +
                            allocation_bytes(mlp_specs, SavedPart::discarded);

@@ -139,7 +139,8 @@ ActivationShape CausalLm::activation_shape() const {
           .tp_size = parallel_.tp().size(),
           .sequence_parallel = parallel_.sequence_parallel(),
           .vocab_columns = vocab_rows_,
-          .dtype = params_.dtype()};
+          .dtype = params_.dtype(),
+          .ep_size = moe_ ? moe_->config().ep_size : 1};
 }
 
 int64_t CausalLm::local_capacity() const {

@@ -49,6 +49,7 @@ struct ActivationShape {
   bool sequence_parallel = false;
   int64_t vocab_columns = 0;  // an LM head's columns of the padded vocabulary on this TP rank
   DType dtype = DType::f32;
+  int64_t ep_size = 1;  // expert parallel: an MoE layer's experts receive up to EP x its routed rows
 };
 
 // The part of the model a CausalLm runs. Noop layers (pipeline_split.h) are identities: they have no place here.

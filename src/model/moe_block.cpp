@@ -1,6 +1,7 @@
 #include "model/moe_block.h"
 
 #include "core/element_access.h"
+#include "core/tensor_allocation.h"
 #include "model/moe_rows.h"
 #include "model/param_layout.h"
 #include "model/param_store.h"
@@ -108,37 +109,42 @@ MoeBlock::ExpertSide MoeBlock::expert_side(const MoeSaved& s, const MoeParams& w
           w.wg_EFC.slice(0, first, count), w.wu_EFC.slice(0, first, count), w.wd_ECF.slice(0, first, count)};
 }
 
-void MoeBlock::reserve(MoeSaved& s, int64_t N, DType dtype, TensorAccount a) const {
+template <class Visit>
+void MoeBlock::for_each_saved(MoeSaved& s, int64_t N, DType dtype, Visit&& f) const {
   const DType stat = stat_dtype_for(dtype);
   const int64_t C = config_.hidden, E = config_.router.num_experts, J = N * config_.router.top_k;
   const int64_t R = config_.ep_size * J;  // every EP rank's rows could choose this rank's experts
   const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
-  s.xn_NC = Tensor({N, C}, dtype, a);
-  s.rstd_N = Tensor({N}, stat, a);
-  s.logits_NE = Tensor({N, E}, stat, a);
-  s.probs_NE = Tensor({N, E}, stat, a);
-  s.routing_map_NE = Tensor({N, E}, DType::u8, a);
-  s.router.scores_TE = Tensor({N, E}, DType::f64, a);
-  s.sorted_J = Tensor({J}, DType::i64, a);
-  s.tokens_per_expert_E = Tensor({E}, DType::i64, a);
-  s.probs_J = Tensor({J}, stat, a);
-  s.permuted_JC = Tensor({J, C}, dtype, a);
+  f(s.xn_NC, Shape{N, C}, dtype);
+  f(s.rstd_N, Shape{N}, stat);
+  for (Tensor* t : {&s.logits_NE, &s.probs_NE}) f(*t, Shape{N, E}, stat);
+  f(s.routing_map_NE, Shape{N, E}, DType::u8);
+  f(s.router.scores_TE, Shape{N, E}, DType::f64);
+  f(s.sorted_J, Shape{J}, DType::i64);
+  f(s.tokens_per_expert_E, Shape{E}, DType::i64);
+  f(s.probs_J, Shape{J}, stat);
+  f(s.permuted_JC, Shape{J, C}, dtype);
   if (config_.ep_size > 1) {
-    s.expert_rows_RC = Tensor({R, C}, dtype, a);
-    s.expert_probs_R = Tensor({R}, stat, a);
+    f(s.expert_rows_RC, Shape{R, C}, dtype);
+    f(s.expert_probs_R, Shape{R}, stat);
   }
-  for (Tensor* t : {&s.gate_RF, &s.up_RF, &s.act_RF}) *t = Tensor({R, F}, dtype, a);
+  for (Tensor* t : {&s.gate_RF, &s.up_RF, &s.act_RF}) f(*t, Shape{R, F}, dtype);
   if (S == 0) return;
-  for (Tensor* t : {&s.shared_gate_NS, &s.shared_up_NS, &s.shared_act_NS}) *t = Tensor({N, S}, dtype, a);
-  s.shared_out_NC = Tensor({N, C}, dtype, a);
-  s.shared_scale_N = Tensor({N}, stat, a);
+  for (Tensor* t : {&s.shared_gate_NS, &s.shared_up_NS, &s.shared_act_NS}) f(*t, Shape{N, S}, dtype);
+  f(s.shared_out_NC, Shape{N, C}, dtype);
+  f(s.shared_scale_N, Shape{N}, stat);
+}
+
+void MoeBlock::reserve(MoeSaved& s, int64_t N, DType dtype, TensorAccount a) const {
+  for_each_saved(s, N, dtype, [&a](Tensor& t, const Shape& shape, DType type) { t = Tensor(shape, type, a); });
 }
 
 int64_t MoeBlock::saved_bytes(int64_t N, DType dtype) const {
-  MoeSaved s;
-  reserve(s, N, dtype, TensorAccount{});
+  MoeSaved unallocated;
   int64_t bytes = 0;
-  s.for_each_tensor([&bytes](Tensor& t) { bytes += int64_t(t.allocated_bytes()); });
+  for_each_saved(unallocated, N, dtype, [&bytes](Tensor&, const Shape& shape, DType type) {
+    bytes += int64_t(tensor_allocation_bytes(shape, type));
+  });
   return bytes;
 }
 

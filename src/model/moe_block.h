@@ -98,9 +98,10 @@ class MoeBlock {
   const MoeBlockConfig& config() const { return config_; }
   // What forward keeps for backward of up to max_tokens tokens (every tensor: no selective recompute inside).
   void reserve(MoeSaved& saved, int64_t max_tokens, DType dtype, TensorAccount account) const;
+  // What that reserve allocates, in the tracker's units, without allocating it (activation_plan.h).
+  int64_t saved_bytes(int64_t max_tokens, DType dtype) const;
   // The backward's workspace (and forward's cast of the router logits).
   void reserve(MoeScratch& scratch, int64_t max_tokens, DType dtype, TensorAccount account) const;
-  int64_t saved_bytes(int64_t max_tokens, DType dtype) const;  // what reserve(MoeSaved&) allocates
 
   // y_NC = h_NC + moe(rmsnorm(h_NC)).
   void forward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, TensorView h_NC,
@@ -122,6 +123,9 @@ class MoeBlock {
                         TensorView dlogits_extra_NE = TensorView()) const;
 
  private:
+  // Calls f(tensor, shape, dtype) for each tensor of `saved` that reserve allocates for max_tokens tokens.
+  template <class Visit>
+  void for_each_saved(MoeSaved& saved, int64_t max_tokens, DType dtype, Visit&& f) const;
   // The rows this rank's experts run on, their weights and group sizes (moe_dispatch.h's expert side), after
   // forward_experts' dispatch; and those experts' weights, or gradients, of `w`.
   struct ExpertSide {

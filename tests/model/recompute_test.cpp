@@ -129,6 +129,45 @@ TEST(SelectiveRecompute, CombinesWithFullRecomputeOfOtherLayers) {
   rf::testing::expect_close(both.grads, plain.grads, 0.0, 0.0, "gradients");
 }
 
+// MoE layers (one dense among them, or a gated shared expert) recompute to the same bits, and the plan counts what
+// their blocks allocate, recompute groups mixing dense and MoE layers included.
+TEST(FullRecompute, GivesTheSameBitsOnMoeLayers) {
+  for (Arch arch : {Arch::qwen3_moe, Arch::qwen2_moe}) {
+    ModelConfig config = testing::micro_config(arch, false);
+    config.num_hidden_layers = 3;
+    const InFlightRun plain = run_two_in_flight(config, DType::f32, {});
+    for (const RecomputePolicy& policy :
+         {RecomputePolicy{.full = true, .num_layers = 2},
+          RecomputePolicy{.full = true, .method = RecomputeMethod::block, .num_layers = 1}}) {
+      SCOPED_TRACE(fmt::format("{} {}", arch_name(arch), describe(policy)));
+      const InFlightRun recomputed = run_two_in_flight(config, DType::f32, policy);
+      for (size_t b = 0; b < plain.logp.size(); ++b)
+        rf::testing::expect_close(recomputed.logp[b], plain.logp[b], 0.0, 0.0, "log-probs");
+      rf::testing::expect_close(recomputed.grads, plain.grads, 0.0, 0.0, "gradients");
+      EXPECT_LT(recomputed.activation_bytes, plain.activation_bytes);
+    }
+  }
+}
+
+TEST(ActivationPlan, CountsExactlyWhatAnMoeModelAllocates) {
+  for (Arch arch : {Arch::qwen3_moe, Arch::qwen2_moe}) {
+    ModelConfig config = testing::micro_config(arch, false);
+    config.num_hidden_layers = 4;
+    for (const RecomputePolicy& policy : {RecomputePolicy{}, RecomputePolicy{.full = true, .num_layers = 3},
+                                          RecomputePolicy{.full = true, .num_layers = 2}}) {
+      SCOPED_TRACE(fmt::format("{} {}", arch_name(arch), describe(policy)));
+      MemoryTracker tracker;
+      testing::ModelUnderTest m(config, DType::bf16, testing::fast_kernels(), 24, policy, &tracker);
+      const ActivationPlan plan =
+          plan_activations(config, {m.model.span()}, m.model.activation_shape(), m.model.recompute_policy());
+      EXPECT_EQ(tracker.current(MemoryTier::device, MemoryCategory::activations), plan.scratch_bytes());
+      CausalLm::Activations saved = m.model.make_activations();
+      EXPECT_EQ(tracker.current(MemoryTier::device, MemoryCategory::activations),
+                plan.scratch_bytes() + plan.chunks[0].slot_bytes());
+    }
+  }
+}
+
 // The plan's bytes are what the model allocates: the tracker's activations after reserve (the scratch) and after
 // making one micro-batch's activations (its slot), for every policy, with and without the head, TP 1.
 TEST(ActivationPlan, CountsExactlyWhatTheModelAllocates) {
