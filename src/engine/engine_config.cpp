@@ -131,6 +131,10 @@ void EngineConfig::validate() const {
                       fmt::format("'{}': expected aux_loss, seq_aux_loss or none (global_aux_loss and sinkhorn are "
                                   "not built)",
                                   moe_router_load_balancing_type));
+  moe_capacity().validate("");
+  if (moe_expert_capacity_factor && *moe_expert_capacity_factor <= 0)
+    throw ConfigError("moe_expert_capacity_factor",
+                      fmt::format("must be positive (or null: dropless), got {}", *moe_expert_capacity_factor));
   for (const auto& [key, value] : {std::pair{"moe_aux_loss_coeff", moe_aux_loss_coeff},
                                    std::pair{"moe_z_loss_coeff", moe_z_loss_coeff}})
     if (!(value >= 0) || !std::isfinite(value))
@@ -167,6 +171,12 @@ model::RecomputePolicy EngineConfig::recompute_policy() const {
   policy.selective.activation = recompute_activation_function;
   policy.selective.layernorm |= recompute_norm;
   return policy;
+}
+
+model::CapacityConfig EngineConfig::moe_capacity() const {
+  return {.capacity_factor = moe_expert_capacity_factor.value_or(0.0),
+          .drop_policy = moe_token_drop_policy,
+          .pad_to_capacity = moe_pad_expert_input_to_capacity};
 }
 
 model::MoeLossConfig EngineConfig::moe_losses(const model::ModelConfig& model_config) const {

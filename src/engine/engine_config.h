@@ -28,6 +28,7 @@
 #include "dist/parallel_context.h"
 #include "engine/pipeline/pipeline_schedule.h"
 #include "model/model_config.h"
+#include "model/moe_capacity.h"
 #include "model/moe_dispatch.h"
 #include "model/moe_losses.h"
 #include "model/pipeline_split.h"
@@ -76,6 +77,9 @@ struct EngineConfig {
   std::string moe_router_load_balancing_type = "aux_loss";
   double moe_aux_loss_coeff = 0.0;
   double moe_z_loss_coeff = 0.0;
+  std::optional<double> moe_expert_capacity_factor;  // null: dropless
+  model::TokenDropPolicy moe_token_drop_policy = model::TokenDropPolicy::probs;
+  bool moe_pad_expert_input_to_capacity = false;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
@@ -140,6 +144,13 @@ struct EngineConfig {
       "weight of the load-balancing loss (0: none; model/moe_losses.h). Without it a Hugging Face MoE model's "
       "output_router_logits: true adds HF's pooled loss at router_aux_loss_coef");
     f("moe_z_loss_coeff", moe_z_loss_coeff, "weight of the router z-loss (0: none)");
+    f("moe_expert_capacity_factor", moe_expert_capacity_factor,
+      "null: dropless; else each expert takes at most ceil(tokens x k / E x factor) of a micro-batch's tokens (this "
+      "rank's), the others' choices of it dropped (weight 0)");
+    f("moe_token_drop_policy", moe_token_drop_policy,
+      "with a capacity, the tokens an expert keeps: probs (the highest weights) or position (the earliest)");
+    f("moe_pad_expert_input_to_capacity", moe_pad_expert_input_to_capacity,
+      "with a capacity, every expert gets exactly its capacity (filled with zero-weight tokens)");
     f("make_vocab_size_divisible_by", make_vocab_size_divisible_by,
       "with TP > 1 the vocabulary is padded to a multiple of this x TP (padding masked, never exported)");
     f("sequence_parallel", sequence_parallel, "sequence parallelism (with TP > 1)");
@@ -217,6 +228,7 @@ struct EngineConfig {
   model::RecomputePolicy recompute_policy() const;
   // The MoE layers' training losses for `model_config`: these keys', else its HF output_router_logits.
   model::MoeLossConfig moe_losses(const model::ModelConfig& model_config) const;
+  model::CapacityConfig moe_capacity() const;
   // The layer split of a model of `num_hidden_layers` layers over the pipeline (one stage at PP 1):
   // ConfigError naming the key for a split that does not fit the model.
   model::PipelineSplit pipeline_layout(int64_t num_hidden_layers) const;

@@ -126,6 +126,17 @@ void CausalLm::set_moe_losses(const MoeLossConfig& config) {
   moe_losses_.emplace(config, router.score, router.num_experts, router.top_k);
 }
 
+void CausalLm::set_moe_capacity(const CapacityConfig& capacity) {
+  RF_CHECK(capacity_ == 0, "set_moe_capacity after reserve: the activations are already sized");
+  if (!moe_) {
+    RF_CHECK(capacity.dropless(), "moe_expert_capacity_factor: the model has no MoE layers");
+    return;
+  }
+  MoeBlockConfig config = moe_->config();
+  config.capacity = capacity;
+  moe_.emplace(config);
+}
+
 void CausalLm::set_activation_offload(int64_t num_layers) {
   RF_CHECK(num_layers >= 0 && num_layers <= int64_t(span_.hf_layers.size()),
            "set_activation_offload: {} layers of a chunk of {}", num_layers, span_.hf_layers.size());
@@ -140,7 +151,8 @@ ActivationShape CausalLm::activation_shape() const {
           .sequence_parallel = parallel_.sequence_parallel(),
           .vocab_columns = vocab_rows_,
           .dtype = params_.dtype(),
-          .ep_size = moe_ ? moe_->config().ep_size : 1};
+          .ep_size = moe_ ? moe_->config().ep_size : 1,
+          .moe_capacity = moe_ ? moe_->config().capacity : CapacityConfig{}};
 }
 
 int64_t CausalLm::local_capacity() const {

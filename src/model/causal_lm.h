@@ -50,6 +50,7 @@ struct ActivationShape {
   int64_t vocab_columns = 0;  // an LM head's columns of the padded vocabulary on this TP rank
   DType dtype = DType::f32;
   int64_t ep_size = 1;  // expert parallel: an MoE layer's experts receive up to EP x its routed rows
+  CapacityConfig moe_capacity;  // padded to capacity, an MoE layer may route more rows than N k
 };
 
 // The part of the model a CausalLm runs. Noop layers (pipeline_split.h) are identities: they have no place here.
@@ -132,6 +133,8 @@ class CausalLm {
   // The MoE layers' load-balancing losses (moe_losses.h) in training passes: counted by forwards that save for
   // backward, their gradients added by backwards given OutputGrads::moe_loss_scale. Before reserve.
   void set_moe_losses(const MoeLossConfig& config);
+  // The MoE layers' expert capacity (moe_capacity.h; default dropless). Before reserve.
+  void set_moe_capacity(const CapacityConfig& capacity);
   int64_t offloaded_layers() const { return offloaded_layers_; }
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.

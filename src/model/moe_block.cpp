@@ -1,5 +1,7 @@
 #include "model/moe_block.h"
 
+#include <algorithm>
+
 #include "core/element_access.h"
 #include "core/tensor_allocation.h"
 #include "model/moe_rows.h"
@@ -28,11 +30,19 @@ TensorView optional_param(const Store& s, int64_t l, const char* suffix, bool pr
   return present ? s.get(layer_param_name(l, suffix)) : TensorView();
 }
 
+// What the dispatch routes by: the router's probs and map, or with a capacity the kept ones.
+TensorView routed_probs(const MoeSaved& s, int64_t N) {
+  return rows(s.kept_probs_NE.empty() ? s.probs_NE : s.kept_probs_NE, N);
+}
+TensorView routed_map(const MoeSaved& s, int64_t N) {
+  return rows(s.kept_map_NE.empty() ? s.routing_map_NE : s.kept_map_NE, N);
+}
+
 // Each routed row's weight, in the rows' expert-major order: row j of expert e has probs_NE[sorted[j], e].
-void gather_row_probs(const MoeSaved& s, int64_t N, int64_t E, int64_t J) {
+void gather_row_probs(const MoeSaved& s, TensorView probs, int64_t E, int64_t J) {
   const int64_t* sorted = s.sorted_J.data<int64_t>();
   const int64_t* counts = s.tokens_per_expert_E.data<int64_t>();
-  const TensorView probs = rows(s.probs_NE, N), probs_J = rows(s.probs_J, J);
+  const TensorView probs_J = rows(s.probs_J, J);
   for (int64_t e = 0, j = 0; e < E; ++e)
     for (int64_t end = j + counts[e]; j < end; ++j) store_f64(probs_J, j, load_f64(probs, sorted[j] * E + e));
 }
@@ -87,8 +97,15 @@ template MoeParams MoeParams::bind<GradBuffer>(const GradBuffer&, int64_t, const
 
 MoeBlock::MoeBlock(const MoeBlockConfig& config) : config_(config) {
   config_.router.validate("");
+  config_.capacity.validate("");
   RF_CHECK(config_.ep_size >= 1 && config_.router.num_experts % config_.ep_size == 0,
            "expert_model_parallel_size {} does not divide the {} experts", config_.ep_size, config_.router.num_experts);
+}
+
+int64_t MoeBlock::max_routed_rows(int64_t N) const {
+  const int64_t E = config_.router.num_experts, k = config_.router.top_k;
+  if (!config_.capacity.pad_to_capacity) return N * k;
+  return std::max(N * k, E * std::min(N, expert_capacity(N, k, E, config_.capacity.capacity_factor)));
 }
 
 dist::ProcessGroup* MoeBlock::expert_group(const LayerContext& ctx) const {
@@ -112,13 +129,17 @@ MoeBlock::ExpertSide MoeBlock::expert_side(const MoeSaved& s, const MoeParams& w
 template <class Visit>
 void MoeBlock::for_each_saved(MoeSaved& s, int64_t N, DType dtype, Visit&& f) const {
   const DType stat = stat_dtype_for(dtype);
-  const int64_t C = config_.hidden, E = config_.router.num_experts, J = N * config_.router.top_k;
+  const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N);
   const int64_t R = config_.ep_size * J;  // every EP rank's rows could choose this rank's experts
   const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
   f(s.xn_NC, Shape{N, C}, dtype);
   f(s.rstd_N, Shape{N}, stat);
   for (Tensor* t : {&s.logits_NE, &s.probs_NE}) f(*t, Shape{N, E}, stat);
   f(s.routing_map_NE, Shape{N, E}, DType::u8);
+  if (!config_.capacity.dropless()) {
+    f(s.kept_probs_NE, Shape{N, E}, stat);
+    f(s.kept_map_NE, Shape{N, E}, DType::u8);
+  }
   f(s.router.scores_TE, Shape{N, E}, DType::f64);
   f(s.sorted_J, Shape{J}, DType::i64);
   f(s.tokens_per_expert_E, Shape{E}, DType::i64);
@@ -150,7 +171,7 @@ int64_t MoeBlock::saved_bytes(int64_t N, DType dtype) const {
 
 void MoeBlock::reserve(MoeScratch& s, int64_t N, DType dtype, TensorAccount a) const {
   const DType stat = stat_dtype_for(dtype);
-  const int64_t C = config_.hidden, E = config_.router.num_experts, J = N * config_.router.top_k;
+  const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N);
   const int64_t R = config_.ep_size * J, F = config_.expert_ffn, S = config_.shared_ffn;
   for (Tensor* t : {&s.expert_dy_RC, &s.dexpert_rows_RC}) *t = Tensor({R, C}, dtype, a);
   for (Tensor* t : {&s.scaled_act_RF, &s.dscaled_RF, &s.dact_RF, &s.dgate_RF, &s.dup_RF}) *t = Tensor({R, F}, dtype, a);
@@ -197,8 +218,7 @@ void MoeBlock::backward(const LayerContext& ctx, const BatchShape& shape, const 
 void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC,
                                MoeSaved& s, MoeScratch& scratch) const {
   const auto& k = ctx.kernels;
-  const int64_t N = xn_NC.size(0), E = config_.router.num_experts, J = N * config_.router.top_k;
-  s.routed_rows = J;
+  const int64_t N = xn_NC.size(0), E = config_.router.num_experts;
   const TensorView logits_NE = rows(s.logits_NE, N);
   if (scratch.logits_cast_NE.empty()) {
     k.linear_forward(xn_NC, w.router_EC, TensorView(), logits_NE);
@@ -208,10 +228,18 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   }
   const TensorView probs_NE = rows(s.probs_NE, N), map_NE = rows(s.routing_map_NE, N);
   route_forward(config_.router, logits_NE, w.expert_bias_E, probs_NE, map_NE, s.router);
+  // With a capacity the rows follow the kept map; the router's own map stays for its backward (moe_capacity.h).
+  const TensorView routed_probs_NE = routed_probs(s, N), routed_map_NE = routed_map(s, N);
+  s.dropped = config_.capacity.dropless() ? 0
+                                          : apply_capacity(config_.capacity, config_.router.top_k, probs_NE, map_NE,
+                                                           routed_probs_NE, routed_map_NE);
+  int64_t J = 0;
+  for (int64_t i = 0; i < N * E; ++i) J += routed_map_NE.data<uint8_t>()[i] != 0;
+  s.routed_rows = J;
 
   const TensorView sorted_J = rows(s.sorted_J, J), permuted_JC = rows(s.permuted_JC, J);
-  k.moe_permute(xn_NC, map_NE, TensorView(), permuted_JC, TensorView(), sorted_J, s.tokens_per_expert_E);
-  gather_row_probs(s, N, E, J);
+  k.moe_permute(xn_NC, routed_map_NE, TensorView(), permuted_JC, TensorView(), sorted_J, s.tokens_per_expert_E);
+  gather_row_probs(s, routed_probs_NE, E, J);
   dist::ProcessGroup* ep = expert_group(ctx);
   s.expert_rows = J;
   if (ep) {  // the rows go to their experts' ranks, with their weights

@@ -19,6 +19,7 @@
 #include "core/tensor.h"
 #include "model/layer_context.h"
 #include "model/model_config.h"
+#include "model/moe_capacity.h"
 #include "model/moe_dispatch.h"
 #include "model/moe_router.h"
 
@@ -32,6 +33,9 @@ struct MoeBlockConfig {
   bool shared_gate = false;
   double rms_norm_eps = 1e-6;
   int64_t ep_size = 1;  // expert_model_parallel_size
+  // Dropless, or each expert's tokens capped at capacity before the dispatch (moe_capacity.h): a dropped (token,
+  // expert) pair routes no row; with pad_to_capacity every expert gets exactly its capacity (zero-weight rows).
+  CapacityConfig capacity;
   static MoeBlockConfig from_model(const ModelConfig& config, int64_t ep_size = 1);
 };
 
@@ -51,6 +55,7 @@ struct MoeSaved {
   Tensor xn_NC, rstd_N;
   Tensor logits_NE;  // the router's, in the statistics dtype
   Tensor probs_NE, routing_map_NE;
+  Tensor kept_probs_NE, kept_map_NE;  // with a capacity: what the dispatch routes (the router's, less the dropped)
   RouterSaved router;
   Tensor sorted_J, tokens_per_expert_E;  // i64: the rows' source tokens; rows per expert
   Tensor probs_J;                        // each row's routing weight
@@ -63,13 +68,14 @@ struct MoeSaved {
   Tensor shared_gate_NS, shared_up_NS, shared_act_NS, shared_out_NC, shared_scale_N;
   int64_t routed_rows = 0;  // J of the last forward
   int64_t expert_rows = 0;  // R of the last forward
+  int64_t dropped = 0;      // (token, expert) pairs the capacity dropped in the last forward
 
   template <class F>
   void for_each_tensor(F&& f) {
-    for (Tensor* t : {&xn_NC, &rstd_N, &logits_NE, &probs_NE, &routing_map_NE, &router.scores_TE, &sorted_J,
-                      &tokens_per_expert_E, &probs_J, &permuted_JC, &expert_rows_RC, &expert_probs_R, &gate_RF,
-                      &up_RF, &act_RF, &shared_gate_NS, &shared_up_NS, &shared_act_NS, &shared_out_NC,
-                      &shared_scale_N})
+    for (Tensor* t : {&xn_NC, &rstd_N, &logits_NE, &probs_NE, &routing_map_NE, &kept_probs_NE, &kept_map_NE,
+                      &router.scores_TE, &sorted_J, &tokens_per_expert_E, &probs_J, &permuted_JC, &expert_rows_RC,
+                      &expert_probs_R, &gate_RF, &up_RF, &act_RF, &shared_gate_NS, &shared_up_NS, &shared_act_NS,
+                      &shared_out_NC, &shared_scale_N})
       f(*t);
   }
 };
@@ -123,6 +129,8 @@ class MoeBlock {
                         TensorView dlogits_extra_NE = TensorView()) const;
 
  private:
+  // The most rows a forward of max_tokens tokens routes: N k, or with pad_to_capacity E C when more.
+  int64_t max_routed_rows(int64_t max_tokens) const;
   // Calls f(tensor, shape, dtype) for each tensor of `saved` that reserve allocates for max_tokens tokens.
   template <class Visit>
   void for_each_saved(MoeSaved& saved, int64_t max_tokens, DType dtype, Visit&& f) const;

@@ -14,7 +14,9 @@
 // Legend: T tokens, E experts, k = top_k, C capacity.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <string_view>
 
 #include "core/tensor.h"
@@ -22,6 +24,9 @@
 namespace rf::model {
 
 enum class TokenDropPolicy : uint8_t { probs, position };
+constexpr std::array<std::pair<TokenDropPolicy, std::string_view>, 2> enum_names(TokenDropPolicy) {
+  return {{{TokenDropPolicy::probs, "probs"}, {TokenDropPolicy::position, "position"}}};
+}
 
 struct CapacityConfig {
   double capacity_factor = 0;                            // moe_expert_capacity_factor; 0: dropless (Megatron's None)

@@ -4,7 +4,9 @@
 // load-balancing losses when on, every gradient and the grad norm; after the third step every weight
 // (equivalence_checks.h, f32, 1e-5 relative). Qwen3-MoE (all layers sparse) and Qwen2-MoE (a gated shared expert);
 // EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
-// CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss. A forward-only pass
+// CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss; dropless and with an expert
+// capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank).
+// A forward-only pass
 // (compute_log_prob, and an InferEngine at the same layout) returns the one-rank log-probs. Then the refusals.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -28,6 +30,9 @@ struct ExpertLayout {
   bool distributed_optimizer = false;
   model::Arch arch = model::Arch::qwen3_moe;
   std::string balancing = "none";  // aux_loss (with a z-loss), hf (HF's pooled loss), none
+  double capacity_factor = 0;      // 0: dropless
+  model::TokenDropPolicy drop_policy = model::TokenDropPolicy::probs;
+  bool pad = false;
   std::string name() const {
     std::string out = fmt::format("{} EP{}", model::arch_name(arch), ep);
     if (pp > 1) out += fmt::format(" x PP{}", pp);
@@ -35,6 +40,9 @@ struct ExpertLayout {
     const int dp = world().size() / (pp * cp);
     if (dp > ep) out += fmt::format(" (DP{})", dp);
     if (distributed_optimizer) out += " +distributed optimizer";
+    if (capacity_factor > 0)
+      out += fmt::format(" capacity {} {}{}", capacity_factor,
+                         model::enum_names(drop_policy)[size_t(drop_policy)].second, pad ? " padded" : "");
     return out + " losses: " + balancing;
   }
 };
@@ -67,6 +75,9 @@ engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int p
     c.moe_aux_loss_coeff = 0.1;
     c.moe_z_loss_coeff = 0.01;
   }
+  if (layout.capacity_factor > 0) c.moe_expert_capacity_factor = layout.capacity_factor;
+  c.moe_token_drop_policy = layout.drop_policy;
+  c.moe_pad_expert_input_to_capacity = layout.pad;
   return c;
 }
 
@@ -109,13 +120,20 @@ void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
 
 std::vector<ExpertLayout> layouts_for(int world_size) {
   if (world_size == 2)
-    return {{}, {.arch = model::Arch::qwen2_moe}, {.balancing = "aux_loss"}, {.balancing = "hf"},
-            {.distributed_optimizer = true, .arch = model::Arch::qwen2_moe}};
+    return {{},
+            {.arch = model::Arch::qwen2_moe},
+            {.balancing = "aux_loss"},
+            {.balancing = "hf"},
+            {.distributed_optimizer = true, .arch = model::Arch::qwen2_moe},
+            {.capacity_factor = 0.5},
+            {.arch = model::Arch::qwen2_moe, .capacity_factor = 1.0, .drop_policy = model::TokenDropPolicy::position,
+             .pad = true}};
   return {{.ep = 4},
           {.ep = 4, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
           {},
           {.pp = 2, .balancing = "aux_loss"},
-          {.cp = 2, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"}};
+          {.cp = 2, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
+          {.ep = 4, .capacity_factor = 0.75, .pad = true}};
 }
 
 TEST(ExpertParallel, TrainsLikeOneRank) {
