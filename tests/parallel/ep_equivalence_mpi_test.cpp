@@ -6,8 +6,8 @@
 // EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
 // CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss; dropless and with an expert
 // capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank).
-// A forward-only pass
-// (compute_log_prob, and an InferEngine at the same layout) returns the one-rank log-probs. Then the refusals.
+// A forward-only pass (compute_log_prob, and an InferEngine at the same layout) returns the one-rank log-probs.
+// Then the refusals.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
