@@ -25,6 +25,9 @@ namespace rf::kernels::RF_CPU_NS {
 // 512 rows keep that a fraction of a percent of the products (one packed element per 2 x 512 flops),
 // 256 columns cut the biggest experts of a skewed batch into enough tiles to spread over the threads.
 constexpr int64_t kTileRows = 512, kTileCols = 256;
+// A small expert's tiles widen (by whole kTileCols, up to all N columns) until a tile holds this many
+// multiply-adds: an engine call costs microseconds, which hundreds of tiny tiles would add up to.
+constexpr int64_t kMinTileWork = int64_t(1) << 24;
 
 struct GroupTile {
   int64_t expert;
@@ -37,12 +40,17 @@ struct GroupTile {
 // largest first: dynamic scheduling then ends on the small tiles, which level the threads' finish times.
 inline std::vector<GroupTile> group_tiles(std::span<const int64_t> m_E, int64_t N, std::span<const int64_t> k_E) {
   std::vector<GroupTile> tiles;
-  for (size_t e = 0; e < m_E.size(); ++e)
+  for (size_t e = 0; e < m_E.size(); ++e) {
+    if (m_E[e] == 0) continue;
+    const int64_t depth = std::max<int64_t>(k_E[e], 1), tile_work = std::min(kTileRows, m_E[e]) * depth;
+    const int64_t widen = std::max<int64_t>(1, (kMinTileWork / kTileCols + tile_work - 1) / tile_work);
+    const int64_t width = std::min(N, widen * kTileCols);
     for (int64_t r0 = 0; r0 < m_E[e]; r0 += kTileRows)
-      for (int64_t c0 = 0; c0 < N; c0 += kTileCols) {
-        const int64_t rows = std::min(kTileRows, m_E[e] - r0), cols = std::min(kTileCols, N - c0);
-        tiles.push_back({int64_t(e), r0, rows, c0, cols, rows * cols * std::max<int64_t>(k_E[e], 1)});
+      for (int64_t c0 = 0; c0 < N; c0 += width) {
+        const int64_t rows = std::min(kTileRows, m_E[e] - r0), cols = std::min(width, N - c0);
+        tiles.push_back({int64_t(e), r0, rows, c0, cols, rows * cols * depth});
       }
+  }
   std::stable_sort(tiles.begin(), tiles.end(), [](const GroupTile& a, const GroupTile& b) { return a.cost > b.cost; });
   return tiles;
 }
