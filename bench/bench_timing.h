@@ -1,5 +1,5 @@
-// Wall-clock timing the kernel benchmarks share: one call's seconds, and the median of repeated calls
-// after a warm-up call (absolute times are noise on a shared machine; the medians feed ratios).
+// Wall-clock timing the kernel benchmarks share: one call's seconds, and the median (and spread) of repeated
+// calls after a warm-up call (absolute times are noise on a shared machine; the medians feed ratios).
 #pragma once
 
 #include <algorithm>
@@ -24,14 +24,27 @@ struct Repetitions {
   double target_seconds = 0.0;
 };
 
-// Median wall time of `fn` after one warm-up call.
-inline double median_seconds(const std::function<void()>& fn, const Repetitions& policy) {
+// The median wall time of repeated calls and their spread, (slowest - fastest) / median: a wide spread
+// means the machine was disturbed during the round.
+struct Timing {
+  double median = 0.0;
+  double spread = 0.0;
+};
+
+// Timing of `fn` after one warm-up call.
+inline Timing time_calls(const std::function<void()>& fn, const Repetitions& policy) {
   const double first = seconds_of(fn);
   const int reps = std::clamp(int(policy.target_seconds / std::max(first, 1e-6)), policy.min_reps, policy.max_reps);
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) times.push_back(seconds_of(fn));
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  return times[size_t(reps / 2)];
+  std::sort(times.begin(), times.end());
+  const double median = times[size_t(reps / 2)];
+  return {median, (times.back() - times.front()) / median};
+}
+
+// Median wall time of `fn` after one warm-up call.
+inline double median_seconds(const std::function<void()>& fn, const Repetitions& policy) {
+  return time_calls(fn, policy).median;
 }
 
 }  // namespace rf::bench

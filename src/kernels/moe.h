@@ -25,9 +25,13 @@
 // f32/bf16 compute and f64 for f64 (as linear_wgrad). routing_map_NE boolean or u8, probs f32,
 // sorted_indices i32 or i64, tokens_per_expert i64. Unpermute sums a token's rows (after out's value
 // in add mode) in f32 (f64 in ref) in increasing j, whatever the thread count, and rounds once.
-// The grouped GEMM's bits are those of one linear call per expert on the dtype's GEMM engine: fixed
-// whatever the thread count on the ordered GEMM (the batch-invariant registry's), not on OpenBLAS or
-// oneDNN's AVX2 kernels, whose row split over threads changes a row's arithmetic.
+// The cpu grouped GEMM cuts every expert's product into tiles fixed by the shapes alone (kernels/cpu/
+// grouped_tiles.h) and computes each tile on one thread on the dtype's GEMM engine, its whole K in one product
+// (never split), all the experts' tiles in one parallel region. Its bits therefore do not depend on the
+// thread count on any engine. On the ordered GEMM (the batch-invariant registry's) they are those of one
+// linear call per expert, whose contract does not depend on M, N or the tiling; on oneDNN and OpenBLAS
+// they are the engine's single-threaded bits on each tile, which may differ from one threaded linear call
+// per expert in the rounding of a reordered sum (within the linear layers' tolerances against ref).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,8 @@
 // Every op is one matrix product on 2-D views whose layout is read from their strides, so the
 // transposes of the linear backward cost nothing. What is ours beyond the ordered GEMM: the OpenBLAS
 // path's bias and residual add (folded into the GEMM as beta = 1) and the bias-gradient column sum.
-// The grouped GEMM of the MoE experts (moe.h) is here too: one linear call per expert on the same engine.
+// The grouped GEMM of the MoE experts (moe.h) is here too: fixed tiles of every expert's product, each one
+// single-threaded product on the same engine, all in one parallel region (grouped_tiles.h).
 // f64 is not here: the registry sends it to `ref`.
 // Legend: N rows (tokens), I in-features, O out-features; a GEMM's operands are a_MK, b_KN, c_MN.
 #include <cblas.h>
@@ -15,9 +16,11 @@
 #include <bit>
 #include <climits>
 #include <span>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/grouped_tiles.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/ordered_gemm.h"
 #include "kernels/linear_args.h"
@@ -180,22 +183,34 @@ void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, Tens
   }
 }
 
-// The grouped GEMM (moe.h): each expert's rows are one linear call on the same engine, in expert
-// order. The parallelism is inside each GEMM (every engine threads its own M and N): with a few
-// hundred rows per expert and O, I in the hundreds to thousands, each GEMM fills both cores, while
-// a split over experts would leave a core idle whenever the groups are uneven. An empty group is
-// skipped (the engines are not asked for M = 0 or K = 0 products); its weight gradient is then
-// zeroed (overwrite) or left alone (add), the value of an empty sum.
+// The grouped GEMM (moe.h): every expert's product cut into fixed tiles, all run in one parallel region,
+// each tile one single-threaded product on the engine (grouped_tiles.h). The engines are never asked for
+// M = 0 or K = 0 products: an empty group has no forward or dgrad tiles, and its weight gradient tiles are
+// zeroed (overwrite) or absent (add), the value of an empty sum.
+
+namespace {
+
+// first_row_E[e] = the first row of group e.
+std::vector<int64_t> first_rows(std::span<const int64_t> group_sizes_E) {
+  std::vector<int64_t> first(group_sizes_E.size(), 0);
+  for (size_t e = 1; e < first.size(); ++e) first[e] = first[e - 1] + group_sizes_E[e - 1];
+  return first;
+}
+
+}  // namespace
+
 template <GemmLibrary library>
 void grouped_gemm_forward_with(TensorView x_NI, TensorView w_EOI, std::span<const int64_t> group_sizes_E,
                                TensorView y_NO) {
   check_grouped_gemm_forward_args(x_NI, w_EOI, group_sizes_E, y_NO);
   check_dtypes(x_NI.dtype(), w_EOI.dtype(), y_NO.dtype(), "grouped_gemm");
-  int64_t row = 0;
-  for (size_t e = 0; e < group_sizes_E.size(); row += group_sizes_E[e], ++e)
-    if (group_sizes_E[e] > 0)
-      linear_forward_with<library>(x_NI.slice(0, row, group_sizes_E[e]), w_EOI.select(0, int64_t(e)), TensorView(),
-                                   y_NO.slice(0, row, group_sizes_E[e]));
+  const std::vector<int64_t> first = first_rows(group_sizes_E), depth(group_sizes_E.size(), x_NI.size(1));
+  run_group_tiles(group_tiles(group_sizes_E, y_NO.size(1), depth), [&](const GroupTile& t) {
+    const int64_t row = first[size_t(t.expert)] + t.row0;
+    const TensorView w_OI = w_EOI.select(0, t.expert).slice(0, t.col0, t.cols);
+    matmul<library>(x_NI.slice(0, row, t.rows), w_OI.transpose(0, 1),
+                    y_NO.slice(0, row, t.rows).slice(1, t.col0, t.cols), 1.0f, {});
+  });
 }
 
 template <GemmLibrary library>
@@ -203,28 +218,33 @@ void grouped_gemm_dgrad_with(TensorView dy_NO, TensorView w_EOI, std::span<const
                              TensorView dx_NI, Accumulate mode) {
   check_grouped_gemm_dgrad_args(dy_NO, w_EOI, group_sizes_E, dx_NI);
   check_dtypes(dy_NO.dtype(), w_EOI.dtype(), dx_NI.dtype(), "grouped_gemm_dgrad");
-  int64_t row = 0;
-  for (size_t e = 0; e < group_sizes_E.size(); row += group_sizes_E[e], ++e)
-    if (group_sizes_E[e] > 0)
-      linear_dgrad_with<library>(dy_NO.slice(0, row, group_sizes_E[e]), w_EOI.select(0, int64_t(e)),
-                                 dx_NI.slice(0, row, group_sizes_E[e]), mode);
+  const std::vector<int64_t> first = first_rows(group_sizes_E), depth(group_sizes_E.size(), dy_NO.size(1));
+  const float beta = mode == Accumulate::add ? 1.0f : 0.0f;
+  run_group_tiles(group_tiles(group_sizes_E, dx_NI.size(1), depth), [&](const GroupTile& t) {
+    const int64_t row = first[size_t(t.expert)] + t.row0;
+    matmul<library>(dy_NO.slice(0, row, t.rows), w_EOI.select(0, t.expert).slice(1, t.col0, t.cols),
+                    dx_NI.slice(0, row, t.rows).slice(1, t.col0, t.cols), 1.0f, {.beta = beta});
+  });
 }
 
+// Here an expert's c is dw_OI (M = O, N = I) and its depth the group's rows.
 template <GemmLibrary library>
 void grouped_gemm_wgrad_with(TensorView dy_NO, TensorView x_NI, std::span<const int64_t> group_sizes_E,
                              TensorView dw_EOI, Accumulate mode) {
   check_grouped_gemm_wgrad_args(dy_NO, x_NI, group_sizes_E, dw_EOI);
   check_dtypes(dy_NO.dtype(), x_NI.dtype(), dw_EOI.dtype(), "grouped_gemm_wgrad");
-  int64_t row = 0;
-  for (size_t e = 0; e < group_sizes_E.size(); row += group_sizes_E[e], ++e) {
-    const TensorView dw_OI = dw_EOI.select(0, int64_t(e));
-    if (group_sizes_E[e] > 0) {
-      linear_wgrad_with<library>(dy_NO.slice(0, row, group_sizes_E[e]), x_NI.slice(0, row, group_sizes_E[e]), dw_OI,
-                                 TensorView(), mode);
-    } else if (mode == Accumulate::overwrite) {
-      fill_zero(dw_OI);
-    }
-  }
+  const std::vector<int64_t> first = first_rows(group_sizes_E);
+  std::vector<int64_t> rows_E(group_sizes_E.size());
+  for (size_t e = 0; e < rows_E.size(); ++e)
+    rows_E[e] = group_sizes_E[e] > 0 || mode == Accumulate::overwrite ? dw_EOI.size(1) : 0;
+  const float beta = mode == Accumulate::add ? 1.0f : 0.0f;
+  run_group_tiles(group_tiles(rows_E, dw_EOI.size(2), group_sizes_E), [&](const GroupTile& t) {
+    const TensorView dw = dw_EOI.select(0, t.expert).slice(0, t.row0, t.rows).slice(1, t.col0, t.cols);
+    const int64_t row = first[size_t(t.expert)], group = group_sizes_E[size_t(t.expert)];
+    if (group == 0) return fill_zero(dw);
+    matmul<library>(dy_NO.slice(0, row, group).slice(1, t.row0, t.rows).transpose(0, 1),
+                    x_NI.slice(0, row, group).slice(1, t.col0, t.cols), dw, 1.0f, {.beta = beta});
+  });
 }
 
 template <GemmLibrary library>
