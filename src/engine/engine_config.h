@@ -132,8 +132,9 @@ struct EngineConfig {
       "how routed tokens reach their experts' EP ranks: alltoall (row counts all-gathered, then one all-to-all of "
       "the rows); allgather is not built");
     f("moe_grouped_gemm", moe_grouped_gemm,
-      "Megatron's grouped GEMM over the local experts; false (SequentialMLP) computes the same: rlforge's grouped "
-      "GEMM gives what a loop of per-expert GEMMs gives (kernels/moe.h), and runs either way");
+      "Megatron's grouped GEMM: every local expert's rows in one call (tiles over all experts in one parallel "
+      "region); false: Megatron's SequentialMLP, a linear call per expert (the same products, bit for bit on the "
+      "batch-invariant GEMM)");
     f("moe_layer_recompute", moe_layer_recompute, "recompute the MoE layers' forward in backward: not built (false)");
     f("moe_shared_expert_overlap", moe_shared_expert_overlap,
       "run the shared expert during the dispatch's all-to-all: not built (false)");

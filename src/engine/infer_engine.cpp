@@ -50,7 +50,8 @@ InferEngine::InferEngine(const EngineConfig& engine_config, const model::ModelCo
   for (int64_t v = 0; v < split_.vp_size; ++v) {
     chunks_.push_back(std::make_unique<model::CausalLm>(model_config, chunk_span(split_, parallel.pp().rank(), v),
                                                         params_, nullptr, kernels, parallel, &tracker));
-    chunks_.back()->set_moe_capacity(config_.moe_capacity());  // as the trainer's passes: the same tokens dropped
+    // As the trainer's passes: the same tokens dropped, the same GEMMs.
+    chunks_.back()->set_moe_experts(config_.moe_capacity(), config_.moe_grouped_gemm);
     chunks_.back()->reserve(capacity_);
   }
   params_offload_.add(params_.storage());

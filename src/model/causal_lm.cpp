@@ -126,14 +126,15 @@ void CausalLm::set_moe_losses(const MoeLossConfig& config) {
   moe_losses_.emplace(config, router.score, router.num_experts, router.top_k);
 }
 
-void CausalLm::set_moe_capacity(const CapacityConfig& capacity) {
-  RF_CHECK(capacity_ == 0, "set_moe_capacity after reserve: the activations are already sized");
+void CausalLm::set_moe_experts(const CapacityConfig& capacity, bool grouped_gemm) {
+  RF_CHECK(capacity_ == 0, "set_moe_experts after reserve: the activations are already sized");
   if (!moe_) {
     RF_CHECK(capacity.dropless(), "moe_expert_capacity_factor: the model has no MoE layers");
     return;
   }
   MoeBlockConfig config = moe_->config();
   config.capacity = capacity;
+  config.grouped_gemm = grouped_gemm;
   moe_.emplace(config);
 }
 

@@ -57,6 +57,40 @@ void scatter_row_grads(const MoeSaved& s, const MoeScratch& scratch, int64_t N, 
     for (int64_t end = j + counts[e]; j < end; ++j) store_f64(dprobs, sorted[j] * E + e, load_f64(dprobs_J, j));
 }
 
+// The local experts' linear layers (w_EOI: expert e's [O, I]): one grouped GEMM call over all of them
+// (moe_grouped_gemm), or Megatron's SequentialMLP, one linear call per expert on its consecutive rows.
+struct ExpertGemms {
+  const kernels::KernelRegistry& k;
+  bool grouped;
+  std::span<const int64_t> sizes;
+
+  template <class F>
+  void per_expert(F&& f) const {
+    for (int64_t e = 0, row = 0; e < int64_t(sizes.size()); row += sizes[size_t(e)], ++e) f(e, row, sizes[size_t(e)]);
+  }
+  void forward(TensorView x, TensorView w, TensorView y) const {
+    if (grouped) return k.grouped_gemm_forward(x, w, sizes, y);
+    per_expert([&](int64_t e, int64_t row, int64_t n) {
+      if (n > 0) k.linear_forward(x.slice(0, row, n), w.select(0, e), TensorView(), y.slice(0, row, n));
+    });
+  }
+  void dgrad(TensorView dy, TensorView w, TensorView dx, Accumulate mode) const {
+    if (grouped) return k.grouped_gemm_dgrad(dy, w, sizes, dx, mode);
+    per_expert([&](int64_t e, int64_t row, int64_t n) {
+      if (n > 0) k.linear_dgrad(dy.slice(0, row, n), w.select(0, e), dx.slice(0, row, n), mode);
+    });
+  }
+  void wgrad(TensorView dy, TensorView x, TensorView dw, Accumulate mode) const {
+    if (grouped) return k.grouped_gemm_wgrad(dy, x, sizes, dw, mode);
+    per_expert([&](int64_t e, int64_t row, int64_t n) {
+      if (n > 0)
+        k.linear_wgrad(dy.slice(0, row, n), x.slice(0, row, n), dw.select(0, e), TensorView(), mode);
+      else if (mode == Accumulate::overwrite)  // an expert without rows: its gradient is zero, as the grouped GEMM's
+        fill_zero(dw.select(0, e));
+    });
+  }
+};
+
 // The first n entries of a vector as an [n, 1] matrix (the dispatch moves rows).
 TensorView as_column(const Tensor& t, int64_t n) { return rows(t, n).reshape({n, 1}); }
 
@@ -251,12 +285,13 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   const ExpertSide x = expert_side(s, w);
   const int64_t R = x.rows;
   const TensorView gate_RF = rows(s.gate_RF, R), up_RF = rows(s.up_RF, R), act_RF = rows(s.act_RF, R);
-  k.grouped_gemm_forward(x.x_RC, x.wg_EFC, x.sizes, gate_RF);
-  k.grouped_gemm_forward(x.x_RC, x.wu_EFC, x.sizes, up_RF);
+  const ExpertGemms gemms{k, config_.grouped_gemm, x.sizes};
+  gemms.forward(x.x_RC, x.wg_EFC, gate_RF);
+  gemms.forward(x.x_RC, x.wu_EFC, up_RF);
   k.swiglu_forward(gate_RF, up_RF, act_RF);
   const TensorView scaled_RF = rows(scratch.scaled_act_RF, R), down_RC = rows(scratch.expert_dy_RC, R);
   scale_rows(act_RF, x.probs_R, scaled_RF);
-  k.grouped_gemm_forward(scaled_RF, x.wd_ECF, x.sizes, down_RC);
+  gemms.forward(scaled_RF, x.wd_ECF, down_RC);
   TensorView down_JC = down_RC;
   if (ep) {
     down_JC = rows(scratch.local_JC, J);
@@ -305,8 +340,9 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   const TensorView act_RF = rows(s.act_RF, R), scaled_RF = rows(scratch.scaled_act_RF, R);
   const TensorView dscaled_RF = rows(scratch.dscaled_RF, R), dact_RF = rows(scratch.dact_RF, R);
   scale_rows(act_RF, x.probs_R, scaled_RF);
-  k.grouped_gemm_dgrad(dy_RC, x.wd_ECF, x.sizes, dscaled_RF, Accumulate::overwrite);
-  k.grouped_gemm_wgrad(dy_RC, scaled_RF, x.sizes, gx.wd_ECF, wgrad_mode);
+  const ExpertGemms gemms{k, config_.grouped_gemm, x.sizes};
+  gemms.dgrad(dy_RC, x.wd_ECF, dscaled_RF, Accumulate::overwrite);
+  gemms.wgrad(dy_RC, scaled_RF, gx.wd_ECF, wgrad_mode);
   const TensorView dprobs_J = rows(scratch.dprobs_J, J), dprobs_R = ep ? rows(scratch.dprobs_R, R) : dprobs_J;
   row_dots(dscaled_RF, act_RF, dprobs_R);
   scale_rows(dscaled_RF, x.probs_R, dact_RF);
@@ -314,10 +350,10 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   const TensorView dgate_RF = rows(scratch.dgate_RF, R), dup_RF = rows(scratch.dup_RF, R);
   k.swiglu_backward(rows(s.gate_RF, R), rows(s.up_RF, R), dact_RF, dgate_RF, dup_RF);
   const TensorView dx_RC = rows(scratch.dexpert_rows_RC, R);
-  k.grouped_gemm_dgrad(dgate_RF, x.wg_EFC, x.sizes, dx_RC, Accumulate::overwrite);
-  k.grouped_gemm_dgrad(dup_RF, x.wu_EFC, x.sizes, dx_RC, Accumulate::add);
-  k.grouped_gemm_wgrad(dgate_RF, x.x_RC, x.sizes, gx.wg_EFC, wgrad_mode);
-  k.grouped_gemm_wgrad(dup_RF, x.x_RC, x.sizes, gx.wu_EFC, wgrad_mode);
+  gemms.dgrad(dgate_RF, x.wg_EFC, dx_RC, Accumulate::overwrite);
+  gemms.dgrad(dup_RF, x.wu_EFC, dx_RC, Accumulate::add);
+  gemms.wgrad(dgate_RF, x.x_RC, gx.wg_EFC, wgrad_mode);
+  gemms.wgrad(dup_RF, x.x_RC, gx.wu_EFC, wgrad_mode);
   TensorView dpermuted_JC = dx_RC;
   if (ep) {  // the rows' gradients and their weights' back to the tokens' rank
     dpermuted_JC = rows(scratch.local_JC, J);

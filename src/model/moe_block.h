@@ -36,6 +36,7 @@ struct MoeBlockConfig {
   // Dropless, or each expert's tokens capped at capacity before the dispatch (moe_capacity.h): a dropped (token,
   // expert) pair routes no row; with pad_to_capacity every expert gets exactly its capacity (zero-weight rows).
   CapacityConfig capacity;
+  bool grouped_gemm = true;  // moe_grouped_gemm; false: a linear call per expert (Megatron's SequentialMLP)
   static MoeBlockConfig from_model(const ModelConfig& config, int64_t ep_size = 1);
 };
 

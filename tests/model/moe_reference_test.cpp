@@ -199,9 +199,19 @@ TensorView deepseek_grad(const DeepseekBlock& b, const std::string& name) {
 
 class DeepseekMoeBlockReference : public ::testing::TestWithParam<std::string> {};
 
+void check_deepseek_block(const std::string& dir, bool grouped_gemm);
+
+// Both expert paths: the grouped GEMM and Megatron's SequentialMLP (moe_grouped_gemm: false).
 TEST_P(DeepseekMoeBlockReference, RoutingOutputAndGradientsMatchHuggingFace) {
-  const std::string dir = kDir + "/" + GetParam();
+  for (const bool grouped_gemm : {true, false}) {
+    SCOPED_TRACE(grouped_gemm ? "grouped GEMM" : "a linear call per expert");
+    check_deepseek_block(kDir + "/" + GetParam(), grouped_gemm);
+  }
+}
+
+void check_deepseek_block(const std::string& dir, bool grouped_gemm) {
   DeepseekBlock b = deepseek_block(dir);
+  b.config.grouped_gemm = grouped_gemm;
   const formats::SafetensorsReader io(dir + "/io.safetensors");
   const int64_t C = b.config.hidden, E = b.config.router.num_experts, k = b.config.router.top_k;
   const int64_t N = io.view("x").numel() / C;
