@@ -33,7 +33,8 @@ Metrics rollout_diff_metrics(const RlBatch& batch);
 // minmax_diff} are the token sums of the contiguous shares the batch would split into, balanced_{min,max}
 // those of the balanced shares (dp_shares), mean the sum over the ranks.
 Metrics seqlen_balance_metrics(const RlBatch& batch, int64_t dp_size);
-// MoE routing metrics (above) over the responses whose rollout_experts / old_experts are recorded. `replay`: the
+// MoE routing metrics (above) over the responses whose rollout_experts / old_experts are recorded (the old-log-prob
+// pass's records stay on the actor's DP rank that made them: with several, the logging rank's share). `replay`: the
 // old-log-prob pass's routing is what the update uses (R2, R3), so its agreement is logged as replay_routing_match;
 // `natural`: it routed freely (disabled, R2), so as routing_agreement.
 struct RoutingShape {

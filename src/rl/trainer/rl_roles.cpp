@@ -132,8 +132,7 @@ std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std:
   std::vector<engine::TensorMap> result;
   for (const std::vector<int64_t>& group :
        split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens, pass.batching.cp_size,
-                           pass.dp))
-  {
+                           pass.dp)) {
     result.push_back(make_micro_batch(batch, group, pass.columns, pass.with_ref));
     if (pass.replay)
       add_replay_experts(result.back(), batch, group, pass.replay, pass.routing.num_moe_layers, pass.routing.top_k);
