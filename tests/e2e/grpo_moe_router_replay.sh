@@ -3,8 +3,8 @@
 # arith task, deterministic (batch-invariant kernels everywhere). The old-log-prob pass and the update replay the
 # rollout's routing, so at every step every recorded token's routing in the trainer is the rollout's
 # (moe/replay_routing_match, counted, 1.0) and the trainer's old log-probs are the rollout's to 1e-5. The expert-load
-# metrics are logged for both. Then the same run without replay logs the natural agreement, R2 runs, and a dense
-# model refuses a replay mode by name.
+# metrics are logged for both. Then the same run without replay logs the natural agreement, R2 runs, R3 runs on two
+# ranks (R2 is refused there), and a dense model refuses a replay mode by name.
 source "$(dirname "$0")/common.sh"
 quiet "$RLFORGE" init-model --arch qwen3_moe --out "$SCRATCH/moe" --seed 3 --hidden 32 --layers 2 --heads 4 \
   --kv-heads 2 --ffn 64 --experts 8 --top-k 2 --moe-ffn 32 --norm-topk-prob 1
@@ -67,8 +67,28 @@ for r in r2:
 print(f"ok: natural agreement {[r['moe/routing_agreement'] for r in free]}, R2 ran")
 PY
 
+# Two ranks: the rollout's records travel with its responses to every rank, each actor DP rank replays its share.
+"$RLFORGE" --nproc 2 "${train[@]}" trainer.total_training_steps=2 trainer.num_threads=1 \
+  trainer.default_local_dir="$SCRATCH/two" > "$SCRATCH/two.log" 2>&1 \
+  || { tail -20 "$SCRATCH/two.log"; fail "GRPO with router replay R3 on two ranks failed"; }
+python3 - "$SCRATCH/two/metrics.jsonl" <<'PY' || fail "R3 metrics on two ranks"
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r["step"] > 0]
+assert len(steps) == 2 and all(r["moe/replay_routing_match"] == 1.0 for r in steps), steps
+assert all(r["rollout/logprob_diff_max"] <= 1e-5 for r in steps), [r["rollout/logprob_diff_max"] for r in steps]
+print("ok R3 on two ranks")
+PY
+# (under mpirun the abort notice follows rank 0's error line)
+if "$RLFORGE" --nproc 2 "${train[@]}" actor_rollout_ref.actor.router_replay.mode=R2 trainer.num_threads=1 \
+  trainer.default_local_dir="$SCRATCH/two_r2" > "$SCRATCH/stdout" 2> "$SCRATCH/stderr"; then
+  fail "--nproc 2: R2 over two actor DP ranks was not refused"
+fi
+grep -q "^rlforge: .*router_replay.mode: R2 with more than one actor data-parallel rank is not built" \
+  "$SCRATCH/stderr" || { cat "$SCRATCH/stderr" >&2; fail "--nproc 2: R2 not refused by name"; }
+echo "ok: --nproc 2: $(grep '^rlforge:' "$SCRATCH/stderr" | head -1 | cut -c1-140)"
+
 expect_error "actor_rollout_ref.actor.router_replay.mode: R3: the model has no MoE layers" "${train[@]}" \
   actor_rollout_ref.model.path="$SCRATCH/dense" trainer.default_local_dir="$SCRATCH/dense_run"
 expect_error "router_replay.mode" "${train[@]}" actor_rollout_ref.actor.router_replay.mode=R4 \
   trainer.default_local_dir="$SCRATCH/bad_mode"
-echo "PASS: GRPO on a tiny Qwen3-MoE with router replay R3 (match 1.0, log-probs within 1e-5), R2 and disabled"
+echo "PASS: GRPO on a tiny Qwen3-MoE with router replay R3 (match 1.0, log-probs within 1e-5), R2, disabled, two ranks"
