@@ -372,8 +372,8 @@ TEST(RolloutEngine, DroppedWeightsComeBackWithTheSync) {
 }
 
 // MoE router replay R3's source: each sample's routing per MoE layer, recorded by the paged forward. The same with
-// prefix caching on or off (cached prompt blocks carry the routing of the pass that computed them) and as the
-// batch-invariant trainer's forward routes the same documents; replayed there, its log-probs are the free ones.
+// prefix caching on or off (cached prompt blocks carry the routing of the pass that computed them), with chunked
+// prefills and preemption, and as the batch-invariant trainer's forward routes the same documents; replayed there, its log-probs are the free ones.
 TEST(RolloutEngine, RecordsEachTokensExpertsAsTheTrainerRoutesThem) {
   TinyModel setup(model::Arch::qwen3_moe, DType::f32);
   const int64_t L = 2, k = 2, width = L * k;
@@ -382,12 +382,17 @@ TEST(RolloutEngine, RecordsEachTokensExpertsAsTheTrainerRoutesThem) {
   const auto cached = setup.engine(256, 4, 64, true)->generate(requests, params, {}, setup.config.vocab_size);
   const auto uncached = setup.engine(256, 4, 512, false)->generate(requests, params, {}, setup.config.vocab_size);
   expect_same(cached, uncached, "prefix caching");
+  auto tiny = setup.engine(24, 4, 7, false);  // chunked prefills, and sequences preempted and recomputed
+  const auto preempted = tiny->generate(requests, params, {}, setup.config.vocab_size);
+  EXPECT_GT(tiny->last_stats().preemptions, 0);
+  expect_same(preempted, uncached, "preemption");
   std::vector<std::vector<int64_t>> documents;
   for (size_t i = 0; i < cached.size(); ++i) {
     const RolloutSample& s = cached[i];
     const std::vector<int64_t>& prompt = requests[size_t(s.request_id - 1000)].prompt;
     ASSERT_EQ(int64_t(s.routed_experts.size()), (int64_t(prompt.size() + s.token_ids.size()) - 1) * width);
     EXPECT_EQ(s.routed_experts, uncached[i].routed_experts) << "sample " << i;
+    EXPECT_EQ(s.routed_experts, preempted[i].routed_experts) << "sample " << i;
     documents.push_back(prompt);
     documents.back().insert(documents.back().end(), s.token_ids.begin(), s.token_ids.end());
   }
