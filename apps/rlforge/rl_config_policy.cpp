@@ -91,7 +91,6 @@ void add_actor_and_ref_extras(std::vector<UnimplementedVerlKey>& keys) {
        {"load_weight", "true"},
        {"freeze_vision_tower", "false"},
        {"use_torch_compile", "true"},
-       {"router_replay.mode", "disabled"},
        {"policy_loss.clip_cov_ratio", "0.0002"},
        {"policy_loss.clip_cov_lb", "1.0"},
        {"policy_loss.clip_cov_ub", "5.0"}});

@@ -322,6 +322,15 @@ void entropy_loss_coef(Translator& t, const std::string& key) {
   t.set_value(row_key(t), coef);
 }
 
+// ROLL's router_replay.mode: disable / R2 / R3, verl's disabled / R2 / R3.
+void router_replay_mode(Translator& t, const std::string& key) {
+  const auto mode = t.get<std::string>(key);
+  if (!mode) return;
+  if (*mode != "disable" && *mode != "R2" && *mode != "R3")
+    t.fail(key, fmt::format("'{}': expected disable, R2 or R3", *mode));
+  t.set_value(row_key(t), *mode == "disable" ? std::string("disabled") : *mode);
+}
+
 // --- roles
 
 void dtype(Translator& t, const std::string& key) {
@@ -685,6 +694,9 @@ constexpr RollKey kRollKeys[] = {
     {"actor_train.model_args.model_name_or_path", "actor_rollout_ref.model.path", "", read_elsewhere,
      "see pretrain (all three roles start from one model)"},
     {"actor_train.model_args.dtype", "actor_rollout_ref.actor.megatron.dtype", "bf16", dtype, "fp32 or bf16"},
+    {"actor_train.router_replay.mode", "actor_rollout_ref.actor.router_replay.mode", "disable", router_replay_mode,
+     "MoE router replay: disable, R2 (the old-log-prob pass's routing replayed in the update) or R3 (the rollout's "
+     "routing replayed in the old-log-prob pass and the update)"},
     {"actor_train.model_args.disable_gradient_checkpointing", "", "", no_effect,
      "no effect: memory knob; rlforge keeps activations"},
     {"actor_train.model_args.attn_implementation", "", "", no_effect, "no effect: rlforge has its own attention"},

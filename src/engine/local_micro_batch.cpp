@@ -42,6 +42,9 @@ LocalMicroBatch::LocalMicroBatch(const TensorMap& mb, double temperature, const 
   inputs_.targets_N = mb.get("labels");
   inputs_.cu_seqlens = mb.cu_seqlens();
   inputs_.temperature = temperature;
+  // MoE router replay and recording (tensor_map.h): the model checks them (no SP, CP or pipeline chunk).
+  if (mb.contains("replay_experts")) inputs_.replay_experts_NLk = mb.get("replay_experts");
+  if (mb.contains("record_experts")) inputs_.record_experts_NLk = mb.get("record_experts");
   const int cp = parallel.cp().size();
   const int64_t tp = parallel.sequence_parallel() ? parallel.tp().size() : 1;
   if (cp > 1) {

@@ -367,6 +367,25 @@ void CausalLm::validate(const ModelInputs& in) const {
   check_token_ids(in.tokens_N, config_.vocab_size, 0, "tokens_N");
   if (targets) check_token_ids(in.targets_N, config_.vocab_size, -100, "targets_N");
   check_token_ids(in.positions_N, std::numeric_limits<int32_t>::max(), 0, "positions_N");
+  for (const auto& [experts, what] : {std::pair{in.replay_experts_NLk, "replay_experts_NLk"},
+                                      std::pair{in.record_experts_NLk, "record_experts_NLk"}}) {
+    if (experts.empty()) continue;
+    RF_CHECK(moe_.has_value(), "{}: a dense model has no router", what);
+    RF_CHECK(!parallel_.sequence_parallel() && parallel_.cp().size() == 1,
+             "{}: router replay and recording run without sequence or context parallelism", what);
+    check_experts(experts, in.batch * in.seq_len, what);
+  }
+}
+
+void CausalLm::check_experts(TensorView experts_NLk, int64_t N, const char* what) const {
+  const int64_t L = int64_t(std::count_if(moe_index_.begin(), moe_index_.end(), is_moe_index));
+  check_shape(experts_NLk, Shape{N, L, moe_->config().router.top_k}, what);
+  check_dtype(experts_NLk, DType::i32, what);
+}
+
+// Layer i's [N, k] slice of an experts record (model_inputs.h), or an empty view.
+TensorView CausalLm::layer_experts(TensorView experts_NLk, size_t i) const {
+  return experts_NLk.empty() || !is_moe(i) ? TensorView() : experts_NLk.select(1, moe_index_[i]);
 }
 
 ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
@@ -433,6 +452,8 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
     if (distributes_input(i) && !a.forward_only) keep_input_slice(a, i, n);
     if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
+    if (const TensorView record = layer_experts(in.record_experts_NLk, i); !record.empty())
+      routed_experts(rows(layer_slots(a, i).moe.routing_map_NE, N), moe_->config().router.top_k, record);
     if (moe_losses_ && is_moe(i) && saved_for == SavedFor::backward)
       moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, N), documents(in), real_tokens(in),
                          parallel_.cp(), a.moe_losses);
@@ -606,7 +627,8 @@ void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, A
   attention_.forward(ctx, shape, layer_weights_[i].attention, rows(s.input, n), rows(s.mid, n), s.attention,
                      discarded_.attention);
   if (is_moe(i))
-    moe_->forward(ctx, shape, layer_weights_[i].moe, rows(s.mid, n), rows(s.output, n), s.moe, moe_scratch_);
+    moe_->forward(ctx, shape, layer_weights_[i].moe, rows(s.mid, n), rows(s.output, n), s.moe, moe_scratch_,
+                  layer_experts(a.inputs.replay_experts_NLk, i));
   else
     mlp_.forward(ctx, shape, layer_weights_[i].mlp, rows(s.mid, n), rows(s.output, n), s.mlp, discarded_.mlp);
 }

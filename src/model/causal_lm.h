@@ -248,6 +248,9 @@ class CausalLm {
   // Rows of the residual stream a buffer holds: the capacity's, or with sequence parallel this rank's share.
   int64_t local_capacity() const;
   void layer_forward(const LayerContext& ctx, const BatchShape& shape, Activations& a, size_t i);
+  // Router replay and recording (model_inputs.h): an experts record's shape, and layer i's [N, k] slice of one.
+  void check_experts(TensorView experts_NLk, int64_t N, const char* what) const;
+  TensorView layer_experts(TensorView experts_NLk, size_t i) const;
 
   ModelConfig config_;
   ModelSpan span_;

@@ -45,6 +45,10 @@ TensorView CausalLm::forward_paged(const PagedBatch& batch, std::span<const Page
            cache.size(), config_.num_hidden_layers);
   RF_CHECK(!parallel_.sequence_parallel(), "forward_paged: the rollout runs without sequence parallel");
   check_token_ids(batch.tokens_N, config_.vocab_size, 0, "tokens_N");
+  if (!batch.record_experts_NLk.empty()) {
+    RF_CHECK(moe_.has_value(), "record_experts_NLk: a dense model has no router");
+    check_experts(batch.record_experts_NLk, N, "record_experts_NLk");
+  }
   const LayerContext ctx = context();
 
   TensorView x_NC = rows(s.x_NC, N), h_NC = rows(s.h_NC, N);
@@ -53,10 +57,13 @@ TensorView CausalLm::forward_paged(const PagedBatch& batch, std::span<const Page
   const BatchShape shape{1, N, N, batch.positions_N, {}};
   for (size_t l = 0; l < layer_weights_.size(); ++l) {
     attention_.forward_paged(ctx, batch, layer_weights_[l].attention, x_NC, h_NC, s.attention, cache[l]);
-    if (is_moe(l))  // x = h + moe(h), the experts' weights resident like every other
+    if (is_moe(l)) {  // x = h + moe(h), the experts' weights resident like every other
       moe_->forward(ctx, shape, layer_weights_[l].moe, h_NC, x_NC, s.moe, s.moe_scratch);
-    else
+      if (const TensorView record = layer_experts(batch.record_experts_NLk, l); !record.empty())
+        routed_experts(rows(s.moe.routing_map_NE, N), moe_->config().router.top_k, record);
+    } else {
       mlp_.forward(ctx, shape, layer_weights_[l].mlp, h_NC, x_NC, s.mlp, s.mlp);  // x = h + mlp(h)
+    }
   }
   if (R == 0) return TensorView();
 

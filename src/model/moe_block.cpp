@@ -229,13 +229,13 @@ void MoeBlock::reserve(MoeScratch& s, int64_t N, DType dtype, TensorAccount a) c
 }
 
 void MoeBlock::forward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, TensorView h_NC,
-                       TensorView y_NC, MoeSaved& s, MoeScratch& scratch) const {
+                       TensorView y_NC, MoeSaved& s, MoeScratch& scratch, TensorView replay_experts_Nk) const {
   const int64_t N = shape.num_tokens();
   const TensorView xn_NC = rows(s.xn_NC, N);
   kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
   ctx.kernels.rmsnorm_forward({config_.rms_norm_eps}, h_NC, w.norm_w_C, xn_NC, norm_saved);
   copy_convert(h_NC, y_NC);
-  forward_experts(ctx, w, xn_NC, y_NC, s, scratch);
+  forward_experts(ctx, w, xn_NC, y_NC, s, scratch, replay_experts_Nk);
 }
 
 void MoeBlock::backward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, const MoeParams& g,
@@ -250,7 +250,7 @@ void MoeBlock::backward(const LayerContext& ctx, const BatchShape& shape, const 
 }
 
 void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC,
-                               MoeSaved& s, MoeScratch& scratch) const {
+                               MoeSaved& s, MoeScratch& scratch, TensorView replay_experts_Nk) const {
   const auto& k = ctx.kernels;
   const int64_t N = xn_NC.size(0), E = config_.router.num_experts;
   const TensorView logits_NE = rows(s.logits_NE, N);
@@ -261,7 +261,10 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
     copy_convert(rows(scratch.logits_cast_NE, N), logits_NE);
   }
   const TensorView probs_NE = rows(s.probs_NE, N), map_NE = rows(s.routing_map_NE, N);
-  route_forward(config_.router, logits_NE, w.expert_bias_E, probs_NE, map_NE, s.router);
+  if (replay_experts_Nk.empty())
+    route_forward(config_.router, logits_NE, w.expert_bias_E, probs_NE, map_NE, s.router);
+  else
+    route_forward_replayed(config_.router, logits_NE, w.expert_bias_E, replay_experts_Nk, probs_NE, map_NE, s.router);
   // With a capacity the rows follow the kept map; the router's own map stays for its backward (moe_capacity.h).
   const TensorView routed_probs_NE = routed_probs(s, N), routed_map_NE = routed_map(s, N);
   s.dropped = config_.capacity.dropless() ? 0

@@ -110,9 +110,11 @@ class MoeBlock {
   // The backward's workspace (and forward's cast of the router logits).
   void reserve(MoeScratch& scratch, int64_t max_tokens, DType dtype, TensorAccount account) const;
 
-  // y_NC = h_NC + moe(rmsnorm(h_NC)).
+  // y_NC = h_NC + moe(rmsnorm(h_NC)). replay_experts_Nk (i32 [N, k]), when given, are the experts each token
+  // goes to (route_forward_replayed: router replay); empty, the router chooses.
   void forward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, TensorView h_NC,
-               TensorView y_NC, MoeSaved& saved, MoeScratch& scratch) const;
+               TensorView y_NC, MoeSaved& saved, MoeScratch& scratch,
+               TensorView replay_experts_Nk = TensorView()) const;
   // dresid_NC: dL/dy on entry, dL/dh on return; parameter gradients += into g (linear weights by
   // ctx.linear_weight_grads).
   // dlogits_extra_NE as in backward_experts.
@@ -122,7 +124,7 @@ class MoeBlock {
 
   // The layer without norm and residual: y_NC += moe(xn_NC) (saved.xn_NC is not written).
   void forward_experts(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC,
-                       MoeSaved& saved, MoeScratch& scratch) const;
+                       MoeSaved& saved, MoeScratch& scratch, TensorView replay_experts_Nk = TensorView()) const;
   // dxn_NC (overwritten) from dy_NC; its gradients += into g. dlogits_extra_NE, when given, is added to the
   // router logits' gradient (the load-balancing losses', in the statistics dtype).
   void backward_experts(const LayerContext& ctx, const MoeParams& w, const MoeParams& g, TensorView xn_NC,

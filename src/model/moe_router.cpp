@@ -83,17 +83,28 @@ void RouterConfig::validate(std::string_view prefix) const {
                                   top_k, num_experts / num_groups));
 }
 
-void route_forward(const RouterConfig& c, TensorView logits_TE, TensorView expert_bias_E, TensorView probs_TE,
-                   TensorView routing_map_TE, RouterSaved& saved) {
+namespace {
+
+// Both forwards: the router's own top-k choice when replayed_Tk is empty, else row t's given experts, ordered as the
+// free choice orders its own (by choice score, largest first, ties to the lower index), so the weights' sums run in
+// the same order and a replay of the router's own choice is bit-identical to it.
+void route_rows(const RouterConfig& c, TensorView logits_TE, TensorView expert_bias_E, TensorView replayed_Tk,
+                TensorView probs_TE, TensorView routing_map_TE, RouterSaved& saved) {
   const int64_t T = logits_TE.size(0), E = c.num_experts;
   check_shape(logits_TE, T, E, "logits_TE");
   check_shape(probs_TE, T, E, "probs_TE");
   check_shape(routing_map_TE, T, E, "routing_map_TE");
   RF_CHECK(expert_bias_E.empty() || (c.score == RouterScore::sigmoid && expert_bias_E.numel() == E),
            "router: an expert bias of {} needs sigmoid scores and {} entries", expert_bias_E.describe(), E);
+  const bool replay = !replayed_Tk.empty();
+  if (replay)
+    RF_CHECK(replayed_Tk.rank() == 2 && replayed_Tk.size(0) == T && replayed_Tk.size(1) == c.top_k &&
+                 (replayed_Tk.dtype() == DType::i32 || replayed_Tk.dtype() == DType::i64),
+             "router: replayed experts must be i32 or i64 [{}, {}], got {}", T, c.top_k, replayed_Tk.describe());
   if (saved.scores_TE.numel() < T * E) saved.scores_TE = Tensor({T, E}, DType::f64);
   double* scores = saved.scores_TE.data<double>();
   std::vector<double> logits(static_cast<size_t>(E)), score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
+  std::vector<int64_t> chosen(static_cast<size_t>(c.top_k));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t e = 0; e < E; ++e) logits[size_t(e)] = value_at(logits_TE, t, e);
     if (c.score == RouterScore::sigmoid) {
@@ -108,8 +119,27 @@ void route_forward(const RouterConfig& c, TensorView logits_TE, TensorView exper
     } else {
       choice = logits;  // the weights are the softmax over the chosen logits, below
     }
-    if (c.num_groups > 0) limit_to_groups(c, choice);
-    const std::vector<int64_t> chosen = top_indices(choice, c.top_k);
+    bool given = replay;
+    if (replay) {  // a row of -1: no record for this token, the router chooses
+      given = false;
+      for (int64_t i = 0; i < c.top_k; ++i) given = given || value_at(replayed_Tk, t, i) != -1;
+    }
+    if (given) {
+      for (int64_t i = 0; i < c.top_k; ++i) {
+        const int64_t e = int64_t(value_at(replayed_Tk, t, i));
+        RF_CHECK(e >= 0 && e < E, "router: replayed expert {} of token {} outside [0, {})", e, t, E);
+        for (int64_t j = 0; j < i; ++j)
+          RF_CHECK(chosen[size_t(j)] != e, "router: token {} replays expert {} twice", t, e);
+        chosen[size_t(i)] = e;
+      }
+      // The group limit only masks; the free choice's experts keep their scores, so the order is the same.
+      std::stable_sort(chosen.begin(), chosen.end(), [&](int64_t a, int64_t b) {
+        return choice[size_t(a)] > choice[size_t(b)] || (choice[size_t(a)] == choice[size_t(b)] && a < b);
+      });
+    } else {
+      if (c.num_groups > 0) limit_to_groups(c, choice);
+      chosen = top_indices(choice, c.top_k);
+    }
     std::vector<double> weight(static_cast<size_t>(c.top_k));
     if (c.score == RouterScore::softmax && !c.pre_softmax) {
       std::vector<double> chosen_logits(static_cast<size_t>(c.top_k));
@@ -134,6 +164,34 @@ void route_forward(const RouterConfig& c, TensorView logits_TE, TensorView exper
       set_at(probs_TE, t, chosen[size_t(i)], weight[size_t(i)] * c.scaling_factor);
       set_at(routing_map_TE, t, chosen[size_t(i)], 1.0);
     }
+  }
+}
+
+}  // namespace
+
+void route_forward(const RouterConfig& c, TensorView logits_TE, TensorView expert_bias_E, TensorView probs_TE,
+                   TensorView routing_map_TE, RouterSaved& saved) {
+  route_rows(c, logits_TE, expert_bias_E, TensorView(), probs_TE, routing_map_TE, saved);
+}
+
+void route_forward_replayed(const RouterConfig& c, TensorView logits_TE, TensorView expert_bias_E,
+                            TensorView experts_Tk, TensorView probs_TE, TensorView routing_map_TE, RouterSaved& saved) {
+  RF_CHECK(!experts_Tk.empty(), "route_forward_replayed: no experts given");
+  route_rows(c, logits_TE, expert_bias_E, experts_Tk, probs_TE, routing_map_TE, saved);
+}
+
+void routed_experts(TensorView routing_map_TE, int64_t top_k, TensorView experts_Tk) {
+  const int64_t T = routing_map_TE.size(0), E = routing_map_TE.size(1);
+  RF_CHECK(experts_Tk.rank() == 2 && experts_Tk.size(0) == T && experts_Tk.size(1) == top_k,
+           "routed_experts: experts_Tk must be [{}, {}], got {}", T, top_k, experts_Tk.describe());
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t i = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      if (value_at(routing_map_TE, t, e) == 0) continue;
+      RF_CHECK(i < top_k, "routed_experts: token {} routed to more than {} experts", t, top_k);
+      set_at(experts_Tk, t, i++, double(e));
+    }
+    RF_CHECK(i == top_k, "routed_experts: token {} routed to {} experts, expected {}", t, i, top_k);
   }
 }
 

@@ -46,6 +46,16 @@ struct RouterSaved {
 // logits_TE f32 or f64; expert_bias_E empty or [E] (sigmoid only); probs_TE f32/f64 and routing_map_TE u8, written.
 void route_forward(const RouterConfig& config, TensorView logits_TE, TensorView expert_bias_E, TensorView probs_TE,
                    TensorView routing_map_TE, RouterSaved& saved);
+// Router replay (verl's / ROLL's router_replay R2 and R3): the experts are given, experts_Tk (i32 or i64 [T, k],
+// distinct per token, any order; a row of -1: no record, the router chooses), and the weights computed from these
+// logits for THOSE experts with the same score function, normalisation and scaling as route_forward (the group
+// limit and the expert bias, which only steer the choice, play no part). Given route_forward's own choice it writes
+// the same bits. Its backward is route_backward with the routing map it wrote.
+void route_forward_replayed(const RouterConfig& config, TensorView logits_TE, TensorView expert_bias_E,
+                            TensorView experts_Tk, TensorView probs_TE, TensorView routing_map_TE, RouterSaved& saved);
+// The record of a routing: each token's k chosen experts in increasing order, from a routing map ([T, E] u8),
+// into experts_Tk (i32 or i64 [T, k]); the format route_forward_replayed takes.
+void routed_experts(TensorView routing_map_TE, int64_t top_k, TensorView experts_Tk);
 // dlogits_TE (overwritten) from dprobs_TE, with the forward's routing_map_TE and saved scores.
 void route_backward(const RouterConfig& config, const RouterSaved& saved, TensorView routing_map_TE,
                     TensorView dprobs_TE, TensorView dlogits_TE);

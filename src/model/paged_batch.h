@@ -19,6 +19,9 @@ struct PagedBatch {
   std::span<const int32_t> query_start;  // [S + 1]: sequence s's tokens are rows [query_start[s], query_start[s+1])
   std::span<const int32_t> context_len;  // [S]: its tokens in the cache once these are written
   TensorView block_table_SW;             // i32
+  // When given (i32 [N, L_moe, k]), the experts each MoE layer routed each new token to, in increasing order
+  // (model_inputs.h's record_experts_NLk): the rollout's routing, which router replay R3 gives the trainer.
+  TensorView record_experts_NLk;
   int64_t num_tokens() const { return tokens_N.numel(); }
 };
 

@@ -228,6 +228,8 @@ const std::vector<RowCase>& row_cases() {
       // actor_train
       {"actor_train.model_args.dtype", "actor_train: {model_args: {dtype: fp32}}",
        "actor_rollout_ref.actor.megatron.dtype", "float32"},
+      {"actor_train.router_replay.mode", "actor_train: {router_replay: {mode: R3}}",
+       "actor_rollout_ref.actor.router_replay.mode", "R3"},
       {"actor_train.training_args.learning_rate", "actor_train: {training_args: {learning_rate: 3.0e-4}}",
        "actor_rollout_ref.actor.optim.lr", "0.0003"},
       {"actor_train.training_args.weight_decay", "actor_train: {training_args: {weight_decay: 0.1}}",
@@ -705,6 +707,7 @@ TEST(RollConfig, ValuesRlforgeCannotHonourAreErrors) {
       {"gamma: 0.9", "gamma: 0.9: verl's grpo has no discount"},
       {"entropy_loss_coef: -0.1", "entropy_loss_coef: -0.1: ROLL adds the entropy term only for a positive"},
       {"actor_train: {model_args: {dtype: fp16}}", "actor_train.model_args.dtype: 'fp16': expected fp32 or bf16"},
+      {"actor_train: {router_replay: {mode: R4}}", "actor_train.router_replay.mode: 'R4': expected disable, R2 or R3"},
       {"actor_train: {training_args: {lr_scheduler_type: inverse_sqrt}}", "lr_scheduler_type: 'inverse_sqrt'"},
       {"track_with: wandb", "track_with: 'wandb': rlforge logs to the console and metrics.jsonl"},
       {"actor_infer: {generating_args: {max_new_tokens: 16}}",

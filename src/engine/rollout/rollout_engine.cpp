@@ -62,6 +62,13 @@ RolloutEngine::RolloutEngine(const model::ModelConfig& config, DType dtype, cons
     own_weights_offload_.add(own_weights_->storage());
     weights_ = &*own_weights_;
   }
+  if (config_.moe.enabled()) {
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l) moe_layers += config_.moe.is_moe_layer(l);
+    routing_width_ = moe_layers * config_.moe.num_experts_per_tok;
+    routing_slots_ = Tensor({kv_.num_blocks() * rollout.block_size, routing_width_}, DType::i32,
+                            TensorAccount{&tracker, MemoryTier::device, MemoryCategory::kv_cache});
+  }
   model_ = std::make_unique<model::CausalLm>(config_, *weights_, nullptr, kernels, parallel, &tracker);
   model_->reserve_paged(rollout.limits.max_num_batched_tokens, rollout.limits.max_num_seqs);
   reserved_rows_ = rollout.limits.max_num_seqs;
@@ -108,14 +115,58 @@ TensorView RolloutEngine::run_step(const std::vector<ScheduledChunk>& chunks) {
     std::copy(blocks.begin(), blocks.end(), table.data<int32_t>() + i * width);
   }
   const Tensor tokens_N = i64_tensor(tokens), positions_N = i64_tensor(positions), slots_N = i64_tensor(slots);
-  const model::PagedBatch batch{tokens_N, positions_N, slots_N, query_start, context_len, table};
+  model::PagedBatch batch{tokens_N, positions_N, slots_N, query_start, context_len, table};
+  Tensor record_NLk;
+  if (routing_width_ > 0) {
+    for (const ScheduledChunk& c : chunks) routing_before(c);
+    record_NLk = Tensor({int64_t(tokens.size()), routing_width_ / config_.moe.num_experts_per_tok,
+                         config_.moe.num_experts_per_tok},
+                        DType::i32);
+    batch.record_experts_NLk = record_NLk;
+  }
   std::vector<model::PagedLayerCache> cache;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) cache.push_back({kv_.pool().keys(l), kv_.pool().values(l)});
   if (int64_t(logit_rows.size()) > reserved_rows_) {
     reserved_rows_ = int64_t(logit_rows.size());
     model_->reserve_paged(rollout_.limits.max_num_batched_tokens, reserved_rows_);
   }
-  return model_->forward_paged(batch, cache, logit_rows);
+  const TensorView logits = model_->forward_paged(batch, cache, logit_rows);
+  for (size_t i = 0, first = 0; routing_width_ > 0 && i < chunks.size(); ++i) {
+    const size_t count = size_t(chunks[i].end - chunks[i].begin);
+    routing_after(chunks[i], record_NLk, int64_t(first), std::span<const int64_t>(slots).subspan(first, count));
+    first += count;
+  }
+  return logits;
+}
+
+void RolloutEngine::routing_before(const ScheduledChunk& c) {
+  std::vector<int32_t>& rows = routing_[c.sequence->id];
+  const int64_t have = int64_t(rows.size()) / routing_width_;
+  if (have >= c.begin) return;
+  // A forked sample's prompt: its sibling's record (the shared partial last block was copied on write, so its slots
+  // hold no routing); tokens of prefix-cached blocks: their slots.
+  const std::vector<int32_t>& prompt = prompt_routing_[c.sequence->request];
+  const int64_t from_prompt = std::min(c.begin, int64_t(prompt.size()) / routing_width_);
+  if (have < from_prompt)
+    rows.insert(rows.end(), prompt.begin() + have * routing_width_, prompt.begin() + from_prompt * routing_width_);
+  const int32_t* store = routing_slots_.data<int32_t>();
+  for (const int64_t slot : kv_.slot_mapping(c.sequence->id, std::max(have, from_prompt), c.begin))
+    rows.insert(rows.end(), store + slot * routing_width_, store + (slot + 1) * routing_width_);
+}
+
+void RolloutEngine::routing_after(const ScheduledChunk& c, const Tensor& record_NLk, int64_t first,
+                                  std::span<const int64_t> slots) {
+  std::vector<int32_t>& rows = routing_[c.sequence->id];
+  rows.resize(size_t(c.begin * routing_width_));  // a recomputed (preempted) sequence writes its rows again
+  const int32_t* record = record_NLk.data<int32_t>() + first * routing_width_;
+  rows.insert(rows.end(), record, record + int64_t(slots.size()) * routing_width_);
+  int32_t* store = routing_slots_.data<int32_t>();
+  for (size_t t = 0; t < slots.size(); ++t)
+    std::copy_n(record + int64_t(t) * routing_width_, routing_width_, store + slots[t] * routing_width_);
+  std::vector<int32_t>& prompt = prompt_routing_[c.sequence->request];
+  const size_t prompt_entries = size_t(c.sequence->prompt_len * routing_width_);
+  if (prompt.size() < prompt_entries && rows.size() >= prompt_entries)
+    prompt.assign(rows.begin(), rows.begin() + int64_t(prompt_entries));
 }
 
 std::vector<RolloutSample> RolloutEngine::generate(const std::vector<RolloutRequest>& requests,
@@ -129,6 +180,8 @@ std::vector<RolloutSample> RolloutEngine::generate(const std::vector<RolloutRequ
   for (size_t i = 0; i < requests.size(); ++i)
     scheduler.add(i, requests[i].prompt, params.n, requests[i].max_tokens > 0 ? requests[i].max_tokens : params.max_tokens);
 
+  routing_.clear();
+  prompt_routing_.clear();
   std::vector<std::unique_ptr<RolloutSequence>> finished;
   while (!scheduler.done()) {
     const std::vector<ScheduledChunk> chunks = scheduler.schedule();
@@ -150,8 +203,15 @@ std::vector<RolloutSample> RolloutEngine::generate(const std::vector<RolloutRequ
                          FinishReason::length};
     if (std::find(stop_ids.begin(), stop_ids.end(), sample.token_ids.back()) != stop_ids.end())
       sample.finish_reason = FinishReason::stop;
+    if (routing_width_ > 0) {
+      std::vector<int32_t>& rows = routing_[s->id];
+      rows.resize(size_t((s->prompt_len + int64_t(sample.token_ids.size()) - 1) * routing_width_), -1);
+      sample.routed_experts = std::move(rows);
+    }
     out.push_back(std::move(sample));
   }
+  routing_.clear();
+  prompt_routing_.clear();
   return out;
 }
 

@@ -14,6 +14,7 @@
 // Legend: V vocab.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -68,6 +69,11 @@ class RolloutEngine {
   bool shares_weights() const { return !own_weights_.has_value(); }
 
  private:
+  // Gathers chunk's sequence's routing rows up to c.begin from the slots (tokens another pass computed), then
+  // after the step stores the chunk's rows (record_NLk's `first` on) into the sequence's and the slots'.
+  void routing_before(const ScheduledChunk& c);
+  void routing_after(const ScheduledChunk& c, const Tensor& record_NLk, int64_t first,
+                     std::span<const int64_t> slots);
   // Runs one step's chunks through the model; returns the logits of the sampling chunks' last tokens.
   TensorView run_step(const std::vector<ScheduledChunk>& chunks);
 
@@ -79,6 +85,14 @@ class RolloutEngine {
   const model::ParamStore* weights_;               // what the model reads: own_weights_ or the shared ones
   std::unique_ptr<model::CausalLm> model_;
   KvBlockManager kv_;
+  // MoE routing record (RolloutSample::routed_experts): per KV slot the experts its token was routed to (i32
+  // [slots, L_moe k]), so a sequence reusing prefix-cached blocks finds their routing there, per sequence the rows
+  // gathered so far, and per request its prompt's (what a forked sample starts from). routing_width_ = L_moe k; 0
+  // for a dense model.
+  int64_t routing_width_ = 0;
+  Tensor routing_slots_;
+  std::map<int64_t, std::vector<int32_t>> routing_;
+  std::map<size_t, std::vector<int32_t>> prompt_routing_;  // per request: its prompt's rows, once one sample has them
   int64_t reserved_rows_ = 0;
   SchedulerStats stats_;
 };

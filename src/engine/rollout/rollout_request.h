@@ -56,6 +56,11 @@ struct RolloutSample {
   std::vector<int64_t> token_ids;    // generated, without the prompt; ends with the stop token when stopped
   std::vector<double> logprobs;      // of each generated token under the temperature-scaled distribution
   FinishReason finish_reason = FinishReason::length;
+  // MoE models: the experts each MoE layer routed each token to, i32 [T - 1, L_moe, k] flattened (T = prompt +
+  // generated tokens; the last token never ran through the model), increasing within each k, in
+  // model_inputs.h's replay format. Recorded by the paged forward; prefix-cached tokens carry the routing of the
+  // pass that computed them (batch-invariant, so the same). Empty for a dense model.
+  std::vector<int32_t> routed_experts;
 };
 
 // The token drawn for sample `sample` of request `request_id` at generated position `position` from

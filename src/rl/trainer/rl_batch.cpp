@@ -88,6 +88,43 @@ engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64
   return mb;
 }
 
+void add_replay_experts(engine::TensorMap& mb, const RlBatch& batch, const std::vector<int64_t>& indices,
+                        std::vector<int32_t> RlResponse::*column, int64_t num_moe_layers, int64_t top_k) {
+  const int64_t width = num_moe_layers * top_k;
+  Tensor experts({mb.num_tokens(), num_moe_layers, top_k}, DType::i32);
+  int32_t* out = experts.data<int32_t>();
+  for (const int64_t i : indices) {
+    const RlResponse& r = batch[size_t(i)];
+    const std::vector<int32_t>& rows = r.*column;
+    RF_CHECK(int64_t(rows.size()) == num_tokens(r) * width,
+             "router replay: response {} has {} routing entries for {} tokens of {} experts each", i, rows.size(),
+             num_tokens(r), width);
+    out = std::copy(rows.begin(), rows.end(), out);
+  }
+  RF_CHECK(out == experts.data<int32_t>() + experts.numel(),
+           "router replay: the responses do not fill the micro-batch");
+  mb.set("replay_experts", std::move(experts));
+}
+
+void add_record_experts(engine::TensorMap& mb, int64_t num_moe_layers, int64_t top_k) {
+  Tensor experts({mb.num_tokens(), num_moe_layers, top_k}, DType::i32);
+  std::fill_n(experts.data<int32_t>(), experts.numel(), -1);
+  mb.set("record_experts", std::move(experts));
+}
+
+void read_recorded_experts(RlBatch& batch, const std::vector<int64_t>& indices, const engine::TensorMap& mb,
+                           std::vector<int32_t> RlResponse::*column) {
+  const TensorView experts = mb.get("record_experts");
+  const int64_t width = experts.numel() / experts.size(0);
+  const int32_t* in = static_cast<const int32_t*>(experts.raw());
+  for (const int64_t i : indices) {
+    RlResponse& r = batch[size_t(i)];
+    const int64_t count = num_tokens(r) * width;
+    (r.*column).assign(in, in + count);
+    in += count;
+  }
+}
+
 std::vector<std::vector<int64_t>> split_micro_batches(const RlBatch& batch, const std::vector<int64_t>& indices,
                                                       int64_t responses_per_micro_batch, int64_t max_tokens,
                                                       int64_t cp_size, dist::ProcessGroup& dp) {

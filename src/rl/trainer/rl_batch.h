@@ -34,6 +34,10 @@ struct RlResponse {
   std::map<std::string, double> reward_extra;  // e.g. acc
   // Per response token, filled by the step's stages.
   std::vector<float> old_log_probs, entropy, ref_log_prob, values, token_level_rewards, advantages, returns;
+  // MoE models, per token of prompt + response (model/model_inputs.h's replay format, i32 [T, L_moe, k] flattened;
+  // a row of -1: no record, the router chooses): the rollout's routing (the last token's row -1: it never ran) and
+  // the old-log-prob pass's (router replay, rl_roles.h).
+  std::vector<int32_t> rollout_experts, old_experts;
 };
 
 using RlBatch = std::vector<RlResponse>;
@@ -47,6 +51,15 @@ enum class LossColumns : uint8_t { none, actor, critic };
 // LossColumns::critic values and returns, as rl/critic_loss.h reads them (`with_ref` unread).
 engine::TensorMap make_micro_batch(const RlBatch& batch, const std::vector<int64_t>& indices, LossColumns columns,
                                    bool with_ref);
+
+// MoE router replay and recording (engine/tensor_map.h) on a micro-batch made from `indices` by make_micro_batch:
+// "replay_experts" from each response's `column` (RlResponse::rollout_experts or old_experts), "record_experts"
+// [N, num_moe_layers, top_k] for the forward to fill; read_recorded_experts copies the latter back into `column`.
+void add_replay_experts(engine::TensorMap& mb, const RlBatch& batch, const std::vector<int64_t>& indices,
+                        std::vector<int32_t> RlResponse::*column, int64_t num_moe_layers, int64_t top_k);
+void add_record_experts(engine::TensorMap& mb, int64_t num_moe_layers, int64_t top_k);
+void read_recorded_experts(RlBatch& batch, const std::vector<int64_t>& indices, const engine::TensorMap& mb,
+                           std::vector<int32_t> RlResponse::*column);
 
 // Cuts `indices` (this DP rank's share of a pass) into micro-batches: of `responses_per_micro_batch`
 // responses in order, or, when `max_tokens` > 0 (use_dynamic_bsz), by tokens: each micro-batch within

@@ -67,6 +67,25 @@ struct RlModelConfig {  // actor_rollout_ref.model
   }
 };
 
+// actor_rollout_ref.actor.router_replay.mode (verl; ROLL's router_replay.mode): which routing the actor's MoE layers
+// use. R2: the old-log-prob pass records its routing, the update replays it; R3: the old-log-prob pass and the update
+// replay the rollout's routing (rl_roles.h).
+enum class RouterReplayMode : uint8_t { disabled, r2, r3 };
+constexpr std::array<std::pair<RouterReplayMode, std::string_view>, 3> enum_names(RouterReplayMode) {
+  return {{{RouterReplayMode::disabled, "disabled"}, {RouterReplayMode::r2, "R2"}, {RouterReplayMode::r3, "R3"}}};
+}
+
+struct RouterReplaySection {  // actor_rollout_ref.actor.router_replay
+  RouterReplayMode mode = RouterReplayMode::disabled;
+
+  template <class Fields>
+  void fields(Fields& f) {
+    f("mode", mode,
+      "MoE router replay: disabled; R2 (the old-log-prob pass's routing replayed in the update); R3 (the rollout's "
+      "routing replayed in the old-log-prob pass and the update). MoE models only");
+  }
+};
+
 struct ActorSection {  // actor_rollout_ref.actor
   std::string strategy = "megatron";
   YAML::Node device_mapping;  // role_placement.h
@@ -81,6 +100,7 @@ struct ActorSection {  // actor_rollout_ref.actor
   uint64_t data_loader_seed = 42;
   optim::OptimConfig optim;
   engine::EngineConfig megatron;
+  RouterReplaySection router_replay;
 
   template <class Fields>
   void fields(Fields& f) {
@@ -97,6 +117,7 @@ struct ActorSection {  // actor_rollout_ref.actor
     f("data_loader_seed", data_loader_seed, "seed of the mini-batch shuffle");
     f("optim", optim, "optimizer and learning-rate schedule");
     f("megatron", megatron, "the actor's engine: parallel layout, dtype, offload");
+    f("router_replay", router_replay, "MoE router replay (R2 / R3)");
     f("device_mapping", device_mapping,
       "rlforge (ROLL's device_mapping): this role's world ranks, a list or 'list(range(a,b))' (null: every rank)");
   }

@@ -104,4 +104,67 @@ Metrics seqlen_balance_metrics(const RlBatch& batch, int64_t dp_size) {
           {"global_seqlen/mean", std::accumulate(contiguous.begin(), contiguous.end(), 0.0) / double(dp_size)}};
 }
 
+namespace {
+
+// Expert load of `rows` (i32 [tokens, L, k] flattened; -1 rows skipped) under `prefix`.
+void add_load_metrics(Metrics& m, const std::string& prefix, const std::vector<const std::vector<int32_t>*>& rows,
+                      const RoutingShape& shape) {
+  const int64_t L = shape.num_moe_layers, k = shape.top_k, E = shape.num_experts;
+  std::vector<int64_t> counts(size_t(L * E), 0);
+  for (const std::vector<int32_t>* r : rows)
+    for (size_t t = 0; t + size_t(L * k) <= r->size(); t += size_t(L * k))
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t i = 0; i < k; ++i)
+          if (const int32_t e = (*r)[t + size_t(l * k + i)]; e >= 0 && e < E) ++counts[size_t(l * E + e)];
+  double imbalance = 0;
+  int64_t least = std::numeric_limits<int64_t>::max(), most = 0, total = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    int64_t sum = 0, max = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t c = counts[size_t(l * E + e)];
+      sum += c;
+      max = std::max(max, c);
+      least = std::min(least, c);
+      most = std::max(most, c);
+    }
+    total += sum;
+    imbalance += sum > 0 ? double(max) / (double(sum) / double(E)) : 0.0;
+  }
+  if (total == 0) return;
+  m[prefix + "moe/load_imbalance"] = imbalance / double(L);
+  m[prefix + "moe/tokens_per_expert/min"] = double(least);
+  m[prefix + "moe/tokens_per_expert/max"] = double(most);
+  m[prefix + "moe/dropped_tokens"] = 0.0;  // dropless experts (moe_block.h)
+}
+
+}  // namespace
+
+Metrics moe_routing_metrics(const RlBatch& batch, const RoutingShape& shape, bool replay, bool natural) {
+  Metrics m;
+  const size_t width = size_t(shape.num_moe_layers * shape.top_k);
+  if (width == 0) return m;
+  std::vector<const std::vector<int32_t>*> rollout, old;
+  int64_t compared = 0, equal = 0;
+  for (const RlResponse& r : batch) {
+    if (!r.rollout_experts.empty()) rollout.push_back(&r.rollout_experts);
+    if (!r.old_experts.empty()) old.push_back(&r.old_experts);
+    if (r.rollout_experts.size() != r.old_experts.size()) continue;
+    // A token agrees when every MoE layer chose the same experts (both records list them in increasing order).
+    for (size_t t = 0; t < r.rollout_experts.size(); t += width) {
+      if (r.rollout_experts[t] < 0) continue;  // not recorded (the sequence's last token)
+      ++compared;
+      equal += std::equal(r.rollout_experts.begin() + int64_t(t), r.rollout_experts.begin() + int64_t(t + width),
+                          r.old_experts.begin() + int64_t(t));
+    }
+  }
+  if (compared > 0) {
+    const double share = double(equal) / double(compared);
+    if (natural) m["moe/routing_agreement"] = share;
+    if (replay) m["moe/replay_routing_match"] = share;
+  }
+  add_load_metrics(m, "", old, shape);
+  add_load_metrics(m, "rollout/", rollout, shape);
+  return m;
+}
+
 }  // namespace rf::rl

@@ -68,11 +68,18 @@ struct PassRun {
 };
 using EnginePass = std::function<std::vector<engine::TensorMap>(const std::vector<engine::TensorMap>&)>;
 
+// `prepare` (when set) adds to each micro-batch made from its responses (router replay and recording).
+using PrepareMicroBatch = std::function<void(engine::TensorMap&, const std::vector<int64_t>&)>;
+
 PassRun run_micro_batches(const RlBatch& batch, const std::vector<int64_t>& mine, const MicroBatching& batching,
-                          dist::ProcessGroup& dp, const EnginePass& engine_pass) {
+                          dist::ProcessGroup& dp, const EnginePass& engine_pass,
+                          const PrepareMicroBatch& prepare = {}) {
   PassRun run;
   run.groups = split_micro_batches(batch, mine, batching.responses, batching.max_tokens, batching.cp_size, dp);
-  for (const std::vector<int64_t>& g : run.groups) run.inputs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
+  for (const std::vector<int64_t>& g : run.groups) {
+    run.inputs.push_back(make_micro_batch(batch, g, LossColumns::none, false));
+    if (prepare) prepare(run.inputs.back(), g);
+  }
   run.outputs = engine_pass(run.inputs);
   return run;
 }
@@ -113,6 +120,8 @@ struct UpdatePass {
   double temperature;
   std::string prefix;  // of grad_norm and lr: actor or critic
   bool skips_non_finite;  // EngineConfig::skips_non_finite_steps: <prefix>/skipped_steps is logged
+  std::vector<int32_t> RlResponse::*replay;  // router replay: the routing the micro-batches carry (null: none)
+  RoutingShape routing;
 };
 
 // A mini-batch's micro-batches on this DP rank: rank r runs the r-th of dp_shares(indices) (train_engine.h:
@@ -123,8 +132,11 @@ std::vector<engine::TensorMap> dp_micro_batches(const RlBatch& batch, const std:
   std::vector<engine::TensorMap> result;
   for (const std::vector<int64_t>& group :
        split_micro_batches(batch, mine, pass.batching.responses, pass.batching.max_tokens, pass.batching.cp_size,
-                           pass.dp))
+                           pass.dp)) {
     result.push_back(make_micro_batch(batch, group, pass.columns, pass.with_ref));
+    if (pass.replay)
+      add_replay_experts(result.back(), batch, group, pass.replay, pass.routing.num_moe_layers, pass.routing.top_k);
+  }
   return result;
 }
 
@@ -192,6 +204,7 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
       balance_batch_(config.trainer.balance_batch) {
   const ActorSection& a = config.actor_rollout_ref.actor;
   const RolloutSection& r = config.actor_rollout_ref.rollout;
+  set_up_router_replay(model_config, placement, world);
   const std::vector<int>& critic_ranks = placement.critic.empty() ? placement.actor : placement.critic;
   actor_batching_ = role_batching(a.ppo_mini_batch_size * r.sampling.n, a.ppo_micro_batch_size_per_gpu, a.use_dynamic_bsz,
                                   a.ppo_max_token_len_per_gpu, role_dp_size(placement.actor, world, a.megatron),
@@ -222,6 +235,34 @@ RlRoles::RlRoles(const RlConfig& config, const model::ModelConfig& model_config,
     capacities.critic = engine_capacity(critic_batching_, critic_batching_.responses, longest);
   }
   hybrid_ = std::make_unique<HybridEngine>(config, model_config, world, tracker, placement, capacities);
+}
+
+void RlRoles::set_up_router_replay(const model::ModelConfig& model_config, const RolePlacement& placement,
+                                   dist::ProcessGroup& world) {
+  const ActorSection& a = config_.actor_rollout_ref.actor;
+  replay_mode_ = a.router_replay.mode;
+  const std::string key = "actor_rollout_ref.actor.router_replay.mode";
+  const std::string mode = replay_mode_ == RouterReplayMode::r2 ? "R2" : "R3";
+  if (!model_config.moe.enabled()) {
+    if (replay_mode_ != RouterReplayMode::disabled)
+      throw ConfigError(key, fmt::format("{}: the model has no MoE layers, so no router to replay", mode));
+    return;
+  }
+  for (int64_t l = 0; l < model_config.num_hidden_layers; ++l)
+    routing_.num_moe_layers += model_config.moe.is_moe_layer(l);
+  routing_.top_k = model_config.moe.num_experts_per_tok;
+  routing_.num_experts = model_config.moe.num_experts;
+  // The model records and replays one rank's whole model on unsplit micro-batches (model_inputs.h).
+  const engine::EngineConfig& m = a.megatron;
+  records_routing_ = m.pipeline_model_parallel_size == 1 && m.context_parallel_size == 1;
+  if (replay_mode_ == RouterReplayMode::disabled) return;
+  if (!records_routing_)
+    throw ConfigError(key, fmt::format("{}: router replay with pipeline_model_parallel_size {} or "
+                                       "context_parallel_size {} is not built (1 and 1 only)",
+                                       mode, m.pipeline_model_parallel_size, m.context_parallel_size));
+  // R2 replays the old-log-prob pass's records, which stay on the actor's rank that made them.
+  if (replay_mode_ == RouterReplayMode::r2 && role_dp_size(placement.actor, world, m) > 1)
+    throw ConfigError(key, "R2 with more than one actor data-parallel rank is not built (R3 is)");
 }
 
 void RlRoles::load_initial_weights(const std::string& model_dir) {
@@ -260,6 +301,10 @@ RlBatch RlRoles::generate(std::span<const RlPrompt> prompts, uint64_t request_ba
       r.response = std::move(s.token_ids);
       r.truncated = s.finish_reason == engine::FinishReason::length;
       r.rollout_log_probs.assign(s.logprobs.begin(), s.logprobs.end());
+      if (!s.routed_experts.empty()) {  // the last token never ran: its row is -1 (the router chooses on replay)
+        r.rollout_experts = std::move(s.routed_experts);
+        r.rollout_experts.resize(size_t(num_tokens(r) * routing_.num_moe_layers * routing_.top_k), -1);
+      }
       local.push_back(std::move(r));
     }
   }
@@ -289,21 +334,34 @@ Metrics RlRoles::compute_log_prob(RlBatch& batch) {
   run_pass(Role::actor, DispatchMode::megatron_compute_proto, batch, batch,
            {{&RlResponse::old_log_probs, &RlResponse::entropy}}, [&](const std::vector<int64_t>& mine) {
              engine::TrainEngine& actor = *hybrid_->actor();
+             // MoE: the pass records its routing (R2 replays it in the update), R3 replays the rollout's.
+             const PrepareMicroBatch prepare = [&](engine::TensorMap& mb, const std::vector<int64_t>& group) {
+               if (!records_routing_) return;
+               add_record_experts(mb, routing_.num_moe_layers, routing_.top_k);
+               if (replay_mode_ == RouterReplayMode::r3)
+                 add_replay_experts(mb, batch, group, &RlResponse::rollout_experts, routing_.num_moe_layers,
+                                    routing_.top_k);
+             };
              const PassRun run =
                  run_micro_batches(batch, mine, log_prob_batching_, hybrid_->parallel(Role::actor).dp(),
                                    [&](const auto& mbs) {
                                      return actor.compute_log_prob(mbs, temperature_, model::EntropyOutput::compute);
-                                   });
+                                   }, prepare);
              hybrid_->leave_log_prob();
              read_column(batch, run, "log_probs", &RlResponse::old_log_probs);
              read_column(batch, run, "entropy", &RlResponse::entropy);
+             if (records_routing_)
+               for (size_t m = 0; m < run.groups.size(); ++m)
+                 read_recorded_experts(batch, run.groups[m], run.inputs[m], &RlResponse::old_experts);
            });
   const ActorSection& a = config_.actor_rollout_ref.actor;
   rl::VerlBatchInfo info;
   info.loss_scale_factor = a.loss.loss_scale_factor.value_or(double(config_.response_length()));
   const Tensor entropy_BT = column_matrix(batch, &RlResponse::entropy);
-  return {{"actor/entropy",
-           rl::agg_loss(entropy_BT, response_mask_matrix(batch), a.loss.loss_agg_mode, info)}};
+  Metrics metrics = moe_routing_metrics(batch, routing_, replay_mode_ != RouterReplayMode::disabled,
+                                        replay_mode_ != RouterReplayMode::r3);
+  metrics["actor/entropy"] = rl::agg_loss(entropy_BT, response_mask_matrix(batch), a.loss.loss_agg_mode, info);
+  return metrics;
 }
 
 void RlRoles::compute_ref(RlBatch& batch) {
@@ -372,7 +430,9 @@ Metrics RlRoles::update_critic(RlBatch& batch, int64_t step) {
                           model::EntropyOutput::skip,
                           1.0,
                           "critic",
-                          config_.critic.megatron.skips_non_finite_steps()};
+                          config_.critic.megatron.skips_non_finite_steps(),
+                          nullptr,
+                          {}};
     metrics = run_update(batch,
                          epoch_mini_batches(int64_t(batch.size()), mini_batch, config_.critic_ppo_epochs(),
                                             config_.critic_shuffle(), config_.critic_data_loader_seed(), step),
@@ -401,7 +461,11 @@ Metrics RlRoles::update_actor(RlBatch& batch, int64_t step) {
                           with_entropy ? model::EntropyOutput::compute : model::EntropyOutput::skip,
                           temperature_,
                           "actor",
-                          a.megatron.skips_non_finite_steps()};
+                          a.megatron.skips_non_finite_steps(),
+                          replay_mode_ == RouterReplayMode::r2   ? &RlResponse::old_experts
+                          : replay_mode_ == RouterReplayMode::r3 ? &RlResponse::rollout_experts
+                                                                 : nullptr,
+                          routing_};
     metrics = run_update(
         batch, epoch_mini_batches(int64_t(batch.size()), mini_batch, a.ppo_epochs, a.shuffle, a.data_loader_seed, step),
         pass, step);

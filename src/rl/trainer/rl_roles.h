@@ -8,7 +8,10 @@
 //                                        free_cache_engine, released afterwards; every later stage enters
 //                                        training, where a rollout's own weight copy is dropped until the sync)
 //   compute_rm_scores MEGATRON_COMPUTE   each response's score: the reward model's output at its last token
-//   compute_log_prob  MEGATRON_COMPUTE   old_log_prob (+ entropy) with the actor, at the rollout temperature
+//   compute_log_prob  MEGATRON_COMPUTE   old_log_prob (+ entropy) with the actor, at the rollout temperature; an MoE
+//                                        actor records its routing (old_experts) and with router_replay R3 replays
+//                                        the rollout's (rollout_experts); update_actor replays old_experts (R2) or
+//                                        rollout_experts (R3)
 //   compute_ref       MEGATRON_COMPUTE   ref_log_prob with the reference
 //   compute_values    MEGATRON_COMPUTE   values with the critic
 //   update_critic     ONE_TO_ALL         mini-batches x critic.ppo_epochs through CriticLoss, one optimizer step
@@ -143,6 +146,11 @@ class RlRoles {
   void run_pass(Role role, DispatchMode mode, RlBatch& batch, const RlBatch& split_by, const PassOutputs& outputs,
                 const std::function<void(const std::vector<int64_t>&)>& compute);
 
+  // Router replay (actor_rollout_ref.actor.router_replay.mode) and the MoE routing records: refuses a mode the
+  // model or the actor's layout cannot run, by key.
+  void set_up_router_replay(const model::ModelConfig& model_config, const RolePlacement& placement,
+                            dist::ProcessGroup& world);
+
   const RlConfig& config_;
   dist::ProcessGroup& world_;
   std::unique_ptr<HybridEngine> hybrid_;  // the roles' ranks and engines, and the transitions between stages
@@ -151,6 +159,9 @@ class RlRoles {
   std::optional<rl::CriticLoss> critic_loss_;  // set when the run has a critic
   double temperature_;  // of the actor's log-probs: the rollout's log-prob temperature
   MicroBatching actor_batching_, log_prob_batching_, critic_batching_, reward_model_batching_;
+  RouterReplayMode replay_mode_ = RouterReplayMode::disabled;
+  RoutingShape routing_;          // MoE models' (zero for a dense one)
+  bool records_routing_ = false;  // the old-log-prob pass records its routing (MoE, one-chunk, no CP)
 };
 
 // The rollout's sampling parameters from actor_rollout_ref.rollout (train: its keys; validation: val_kwargs).

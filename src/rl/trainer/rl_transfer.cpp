@@ -11,7 +11,7 @@ namespace {
 
 nlohmann::json response_json(const RlResponse& r) {
   return {{"group", r.group}, {"prompt", r.prompt}, {"response", r.response}, {"truncated", r.truncated},
-          {"rollout_log_probs", r.rollout_log_probs}};
+          {"rollout_log_probs", r.rollout_log_probs}, {"rollout_experts", r.rollout_experts}};
 }
 
 RlResponse response_from_json(const nlohmann::json& j) {
@@ -21,6 +21,7 @@ RlResponse response_from_json(const nlohmann::json& j) {
   r.response = j.at("response").get<std::vector<int64_t>>();
   r.truncated = j.at("truncated").get<bool>();
   r.rollout_log_probs = j.at("rollout_log_probs").get<std::vector<float>>();
+  r.rollout_experts = j.at("rollout_experts").get<std::vector<int32_t>>();
   return r;
 }
 

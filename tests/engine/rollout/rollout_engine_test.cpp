@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/philox.h"
 #include "engine/rollout/naive_rollout.h"
 #include "engine/sampling.h"
@@ -29,7 +32,10 @@ model::ModelConfig tiny_config(model::Arch arch) {
   c.num_key_value_heads = 2;
   c.head_dim = 8;
   c.attention_bias = arch == model::Arch::qwen2;
-  c.qk_norm = arch == model::Arch::qwen3;
+  c.qk_norm = arch == model::Arch::qwen3 || arch == model::Arch::qwen3_moe;
+  if (arch == model::Arch::qwen3_moe)
+    c.moe = model::MoeConfig{.num_experts = 6, .num_experts_per_tok = 2, .moe_intermediate_size = 16,
+                             .norm_topk_prob = true};
   c.initializer_range = 0.5;  // peaked distributions: greedy has clear winners, samples differ
   return c;
 }
@@ -363,6 +369,55 @@ TEST(RolloutEngine, DroppedWeightsComeBackWithTheSync) {
   EXPECT_FALSE(engine->weights_dropped());
   EXPECT_EQ(setup.tracker.current(MemoryTier::device, MemoryCategory::params), param_bytes);
   expect_same(engine->generate(requests, params, {}, setup.config.vocab_size), before, "after the sync");
+}
+
+// MoE router replay R3's source: each sample's routing per MoE layer, recorded by the paged forward. The same with
+// prefix caching on or off (cached prompt blocks carry the routing of the pass that computed them), with chunked
+// prefills and preemption, and as the batch-invariant trainer's forward routes the same documents; replayed there, its log-probs are the free ones.
+TEST(RolloutEngine, RecordsEachTokensExpertsAsTheTrainerRoutesThem) {
+  TinyModel setup(model::Arch::qwen3_moe, DType::f32);
+  const int64_t L = 2, k = 2, width = L * k;
+  const std::vector<RolloutRequest> requests = make_requests(6, 21, setup.config.vocab_size);
+  const RolloutSamplingParams params = sampled_to_length(3, 9);
+  const auto cached = setup.engine(256, 4, 64, true)->generate(requests, params, {}, setup.config.vocab_size);
+  const auto uncached = setup.engine(256, 4, 512, false)->generate(requests, params, {}, setup.config.vocab_size);
+  expect_same(cached, uncached, "prefix caching");
+  auto tiny = setup.engine(24, 4, 7, false);  // chunked prefills, and sequences preempted and recomputed
+  const auto preempted = tiny->generate(requests, params, {}, setup.config.vocab_size);
+  EXPECT_GT(tiny->last_stats().preemptions, 0);
+  expect_same(preempted, uncached, "preemption");
+  std::vector<std::vector<int64_t>> documents;
+  for (size_t i = 0; i < cached.size(); ++i) {
+    const RolloutSample& s = cached[i];
+    const std::vector<int64_t>& prompt = requests[size_t(s.request_id - 1000)].prompt;
+    ASSERT_EQ(int64_t(s.routed_experts.size()), (int64_t(prompt.size() + s.token_ids.size()) - 1) * width);
+    EXPECT_EQ(s.routed_experts, uncached[i].routed_experts) << "sample " << i;
+    EXPECT_EQ(s.routed_experts, preempted[i].routed_experts) << "sample " << i;
+    documents.push_back(prompt);
+    documents.back().insert(documents.back().end(), s.token_ids.begin(), s.token_ids.end());
+  }
+  const model::PackedSequences packed = model::pack_sequences(documents);
+  const int64_t N = packed.tokens_N.numel();
+  model::CausalLm trainer(setup.config, setup.weights, nullptr, setup.kernels, setup.parallel);
+  trainer.reserve(N);
+  Tensor record({N, L, k}, DType::i32), replay({N, L, k}, DType::i32);
+  std::fill_n(replay.data<int32_t>(), replay.numel(), -1);  // each sequence's last token: the router chooses
+  for (size_t i = 0; i < cached.size(); ++i)
+    std::copy(cached[i].routed_experts.begin(), cached[i].routed_experts.end(),
+              replay.data<int32_t>() + packed.cu_seqlens[i] * width);
+  model::ModelInputs in = packed.inputs();
+  in.record_experts_NLk = record;
+  const Tensor free_logp = clone(trainer.forward(in, model::EntropyOutput::skip).logp_N, DType::f32);
+  int64_t rows = 0, equal = 0;
+  for (size_t i = 0; i < cached.size(); ++i)
+    for (int64_t t = packed.cu_seqlens[i]; t + 1 < packed.cu_seqlens[i + 1]; ++t, ++rows)
+      equal += std::equal(record.data<int32_t>() + t * width, record.data<int32_t>() + (t + 1) * width,
+                          replay.data<int32_t>() + t * width);
+  EXPECT_EQ(equal, rows);
+  EXPECT_GT(rows, 100);
+  in.replay_experts_NLk = replay;
+  const Tensor replayed_logp = clone(trainer.forward(in, model::EntropyOutput::skip).logp_N, DType::f32);
+  EXPECT_EQ(std::memcmp(replayed_logp.view().raw(), free_logp.view().raw(), size_t(N) * 4), 0);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -175,6 +177,57 @@ TEST(RlMetrics, SeqlenBalanceMetricsCompareContiguousAndBalancedShares) {
   EXPECT_EQ(m.at("global_seqlen/balanced_min"), 25);
   EXPECT_EQ(m.at("global_seqlen/balanced_max"), 33);
   EXPECT_EQ(m.at("global_seqlen/mean"), 29);
+}
+
+// Router replay's columns: each response's [T, L, k] rows packed in document order ("replay_experts"), a record
+// filled with -1 for the forward ("record_experts"), read back per response.
+TEST(RlBatch, RoutingColumnsPackAndReadBackByDocument) {
+  RlBatch batch = two_responses();  // 5 and 4 tokens
+  const int64_t L = 2, k = 1;
+  for (size_t b = 0; b < batch.size(); ++b)
+    for (int64_t t = 0; t < num_tokens(batch[b]) * L * k; ++t) batch[b].rollout_experts.push_back(int32_t(10 * b + t));
+  engine::TensorMap mb = make_micro_batch(batch, {1, 0}, LossColumns::none, false);
+  add_replay_experts(mb, batch, {1, 0}, &RlResponse::rollout_experts, L, k);
+  const TensorView replay = mb.get("replay_experts");
+  ASSERT_EQ(replay.shape(), Shape({9, L, k}));
+  std::vector<double> want;
+  for (const size_t b : {1, 0})
+    for (const int32_t e : batch[b].rollout_experts) want.push_back(e);
+  EXPECT_EQ(values(replay), want);
+  add_record_experts(mb, L, k);
+  EXPECT_EQ(values(mb.get("record_experts")), std::vector<double>(18, -1.0));
+  std::copy_n(replay.data<int32_t>(), 18, mb.get("record_experts").data<int32_t>());
+  read_recorded_experts(batch, {1, 0}, mb, &RlResponse::old_experts);
+  EXPECT_EQ(batch[0].old_experts, batch[0].rollout_experts);
+  EXPECT_EQ(batch[1].old_experts, batch[1].rollout_experts);
+  batch[0].rollout_experts.pop_back();
+  EXPECT_THROW(add_replay_experts(mb, batch, {1, 0}, &RlResponse::rollout_experts, L, k), Error);
+}
+
+// moe_routing_metrics by hand: 2 MoE layers, top 1 of 2 experts.
+TEST(RlMetrics, RoutingAgreementAndExpertLoadByHand) {
+  RlBatch batch(1);
+  batch[0].prompt = {1, 2};
+  batch[0].response = {3};
+  // Tokens (layer 0, layer 1): rollout (0,1) (1,1) (-1,-1: the last token); old (0,1) (1,0) (0,0).
+  batch[0].rollout_experts = {0, 1, 1, 1, -1, -1};
+  batch[0].old_experts = {0, 1, 1, 0, 0, 0};
+  const RoutingShape shape{.num_moe_layers = 2, .top_k = 1, .num_experts = 2};
+  Metrics m = moe_routing_metrics(batch, shape, false, true);
+  EXPECT_EQ(m.at("moe/routing_agreement"), 0.5);  // token 0 agrees in both layers, token 1 not; token 2 unrecorded
+  EXPECT_EQ(m.count("moe/replay_routing_match"), 0u);
+  // Old: layer 0 experts {0: 2, 1: 1}, layer 1 {0: 2, 1: 1}: max / mean = 2 / 1.5 in each.
+  EXPECT_DOUBLE_EQ(m.at("moe/load_imbalance"), 2.0 / 1.5);
+  EXPECT_EQ(m.at("moe/tokens_per_expert/min"), 1.0);
+  EXPECT_EQ(m.at("moe/tokens_per_expert/max"), 2.0);
+  EXPECT_EQ(m.at("moe/dropped_tokens"), 0.0);
+  // Rollout: layer 0 {0: 1, 1: 1} (1.0), layer 1 {0: 0, 1: 2} (2.0).
+  EXPECT_DOUBLE_EQ(m.at("rollout/moe/load_imbalance"), 1.5);
+  EXPECT_EQ(m.at("rollout/moe/tokens_per_expert/min"), 0.0);
+  m = moe_routing_metrics(batch, shape, true, false);
+  EXPECT_EQ(m.at("moe/replay_routing_match"), 0.5);
+  EXPECT_EQ(m.count("moe/routing_agreement"), 0u);
+  EXPECT_TRUE(moe_routing_metrics(batch, RoutingShape{}, true, true).empty());  // a dense model
 }
 
 }  // namespace
