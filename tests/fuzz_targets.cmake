@@ -21,8 +21,9 @@ rf_add_fuzz_test(config_fuzz_yaml LABEL config SECONDS 5
           ${src}/config/bind.cpp ${src}/config/config_tree.cpp ${src}/config/suggest.cpp
           ${src}/config/yaml_checks.cpp ${src}/config/yaml_json.cpp ${src}/config/yaml_util.cpp
           ${src}/optim/optim_config.cpp ${src}/engine/engine_config.cpp ${src}/model/pipeline_split.cpp
-          ${src}/data/data_config.cpp
+          ${src}/data/data_config.cpp ${src}/model/moe_capacity.cpp
           ${src}/core/dtype.cpp ${src}/core/error.cpp ${src}/core/input_file.cpp
+          ${src}/core/memory_tracker.cpp ${src}/core/shape.cpp ${src}/core/tensor.cpp ${src}/core/tensor_view.cpp
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/config/fuzz_corpus_config
   LIBS yaml-cpp)
 
@@ -47,6 +48,7 @@ rf_add_fuzz_test(data_fuzz_tokenizer LABEL data SECONDS 5
 rf_add_fuzz_test(model_fuzz_config_json LABEL model SECONDS 5
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/model/fuzz_config_json.cpp
           ${src}/model/model_config.cpp ${src}/model/rope_scaling.cpp ${src}/model/param_layout.cpp
+          ${src}/model/moe_config.cpp ${src}/model/moe_router.cpp
           ${src}/formats/json_input.cpp ${src}/core/error.cpp ${src}/core/input_file.cpp ${src}/core/dtype.cpp
           ${src}/core/memory_tracker.cpp ${src}/core/shape.cpp ${src}/core/tensor.cpp ${src}/core/tensor_view.cpp
   CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/model/fuzz_corpus_config_json)

@@ -126,11 +126,6 @@ void EngineConfig::validate() const {
                                              "included: recompute_granularity: full)");
   if (moe_shared_expert_overlap)
     throw ConfigError("moe_shared_expert_overlap", "true is not built: the shared expert runs after the dispatch");
-  if (!model::parse_moe_balancing(moe_router_load_balancing_type))
-    throw ConfigError("moe_router_load_balancing_type",
-                      fmt::format("'{}': expected aux_loss, seq_aux_loss or none (global_aux_loss and sinkhorn are "
-                                  "not built)",
-                                  moe_router_load_balancing_type));
   moe_capacity().validate("");
   if (moe_expert_capacity_factor && *moe_expert_capacity_factor <= 0)
     throw ConfigError("moe_expert_capacity_factor",
@@ -181,7 +176,7 @@ model::CapacityConfig EngineConfig::moe_capacity() const {
 
 model::MoeLossConfig EngineConfig::moe_losses(const model::ModelConfig& model_config) const {
   if (moe_aux_loss_coeff > 0 || moe_z_loss_coeff > 0)
-    return {.balancing = *model::parse_moe_balancing(moe_router_load_balancing_type),
+    return {.balancing = moe_router_load_balancing_type,
             .aux_coeff = moe_aux_loss_coeff,
             .z_coeff = moe_z_loss_coeff};
   const model::MoeConfig& moe = model_config.moe;

@@ -74,7 +74,7 @@ struct EngineConfig {
   bool moe_grouped_gemm = true;
   bool moe_layer_recompute = false;
   bool moe_shared_expert_overlap = false;
-  std::string moe_router_load_balancing_type = "aux_loss";
+  model::MoeBalancing moe_router_load_balancing_type = model::MoeBalancing::aux_loss;
   double moe_aux_loss_coeff = 0.0;
   double moe_z_loss_coeff = 0.0;
   std::optional<double> moe_expert_capacity_factor;  // null: dropless
@@ -140,7 +140,7 @@ struct EngineConfig {
       "run the shared expert during the dispatch's all-to-all: not built (false)");
     f("moe_router_load_balancing_type", moe_router_load_balancing_type,
       "aux_loss (per layer and micro-batch), seq_aux_loss (per document, averaged) or none; weighted by "
-      "moe_aux_loss_coeff (global_aux_loss and sinkhorn are not built)");
+      "moe_aux_loss_coeff (Megatron's global_aux_loss and sinkhorn are not built)");
     f("moe_aux_loss_coeff", moe_aux_loss_coeff,
       "weight of the load-balancing loss (0: none; model/moe_losses.h). Without it a Hugging Face MoE model's "
       "output_router_logits: true adds HF's pooled loss at router_aux_loss_coef");

@@ -4,13 +4,6 @@
 
 namespace rf::model {
 
-std::optional<MoeBalancing> parse_moe_balancing(std::string_view name) {
-  if (name == "none") return MoeBalancing::none;
-  if (name == "aux_loss") return MoeBalancing::aux_loss;
-  if (name == "seq_aux_loss") return MoeBalancing::seq_aux_loss;
-  return std::nullopt;
-}
-
 MoeLosses::MoeLosses(const MoeLossConfig& config, RouterScore score, int64_t num_experts, int64_t top_k)
     : config_(config), score_(score), E_(num_experts), top_k_(top_k) {}
 

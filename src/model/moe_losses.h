@@ -12,8 +12,9 @@
 // Legend: N tokens, E experts, L MoE layers, S documents.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <optional>
+#include <utility>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -33,8 +34,11 @@ struct MoeLossConfig {
   bool any() const { return (balancing != MoeBalancing::none && aux_coeff > 0) || z_coeff > 0; }
 };
 
-// Megatron's moe_router_load_balancing_type name: none, aux_loss, seq_aux_loss (hf_pooled has none); else nullopt.
-std::optional<MoeBalancing> parse_moe_balancing(std::string_view name);
+// Megatron's moe_router_load_balancing_type names (hf_pooled has none: it comes from the HF config).
+constexpr std::array<std::pair<MoeBalancing, std::string_view>, 3> enum_names(MoeBalancing) {
+  return {{{MoeBalancing::none, "none"}, {MoeBalancing::aux_loss, "aux_loss"},
+           {MoeBalancing::seq_aux_loss, "seq_aux_loss"}}};
+}
 
 // One micro-batch's counts (kept from its forward to its backward) and the loss values its backward found.
 struct MoeLossState {

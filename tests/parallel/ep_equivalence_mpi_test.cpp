@@ -176,8 +176,6 @@ TEST(ExpertParallel, RefusesWhatItCannotRunByKey) {
   EXPECT_EQ(refused([](auto& c) { c.moe_token_dispatcher_type = model::MoeDispatcher::allgather; }),
             "moe_token_dispatcher_type");
   EXPECT_EQ(refused([](auto& c) { c.moe_layer_recompute = true; }), "moe_layer_recompute");
-  EXPECT_EQ(refused([](auto& c) { c.moe_router_load_balancing_type = "sinkhorn"; }),
-            "moe_router_load_balancing_type");
   EXPECT_EQ(refused([](auto& c) { c.moe_aux_loss_coeff = -1; }), "moe_aux_loss_coeff");
 }
 
