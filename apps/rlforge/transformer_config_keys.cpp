@@ -16,11 +16,11 @@ namespace {
 
 // The roles with a megatron block, and the keys override_transformer_config may carry for it: Megatron's layer
 // split and interleaving group (verl.md §3.6), MindSpeed's noop layers, Megatron's and MindSpeed's activation
-// recompute, Megatron's activation offload, MindSpeed's optimizer-memory features, and Megatron's context-parallel
-// communication type.
+// recompute, Megatron's activation offload, MindSpeed's optimizer-memory features, Megatron's context-parallel
+// communication type, and its MoE settings (model/moe_*.h).
 constexpr std::array<std::string_view, 4> kRoles = {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic",
                                                     "reward_model"};
-constexpr std::array<std::string_view, 21> kKeys = {
+constexpr std::array<std::string_view, 33> kKeys = {
     "num_layers_in_first_pipeline_stage",      "num_layers_in_last_pipeline_stage",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "pipeline_model_parallel_layout",          "microbatch_group_size_per_vp_stage",
@@ -31,7 +31,13 @@ constexpr std::array<std::string_view, 21> kKeys = {
     "cpu_offloading",                          "cpu_offloading_num_layers",
     "cpu_offloading_activations",              "cpu_offloading_weights",
     "swap_optimizer",                          "reuse_fp32_param",
-    "cp_comm_type"};
+    "cp_comm_type",                            "moe_token_dispatcher_type",
+    "moe_grouped_gemm",                        "moe_layer_recompute",
+    "moe_shared_expert_overlap",               "moe_router_load_balancing_type",
+    "moe_aux_loss_coeff",                      "moe_z_loss_coeff",
+    "moe_expert_capacity_factor",              "moe_token_drop_policy",
+    "moe_pad_expert_input_to_capacity",        "expert_model_parallel_size",
+    "expert_tensor_parallel_size"};
 constexpr std::string_view kSection = ".megatron.override_transformer_config.";
 
 std::string megatron_key(std::string_view role, std::string_view key) {
