@@ -22,9 +22,10 @@ void validate_recompute(const EngineConfig& c) {
                                            "selective recompute discards)");
   for (const RecomputeModule module : c.recompute_modules.value_or(std::vector<RecomputeModule>{}))
     if (module != RecomputeModule::core_attn && module != RecomputeModule::mlp &&
-        module != RecomputeModule::layernorm)
+        module != RecomputeModule::layernorm && module != RecomputeModule::moe)
       throw ConfigError("recompute_modules",
-                        fmt::format("{}: recomputes part of {} layers, which no model rlforge builds has yet",
+                        fmt::format("{}: recomputes part of {} layers, which is not built (core_attn, layernorm, mlp "
+                                    "and moe are)",
                                     module_name(module),
                                     module == RecomputeModule::mla_up_proj ? "Multi-Latent Attention" : "MoE"));
   if (c.distribute_saved_activations) {
@@ -121,9 +122,6 @@ void EngineConfig::validate() const {
                                   *expert_tensor_parallel_size));
   if (moe_token_dispatcher_type == model::MoeDispatcher::allgather)
     throw ConfigError("moe_token_dispatcher_type", "allgather is not built: use alltoall");
-  if (moe_layer_recompute)
-    throw ConfigError("moe_layer_recompute", "true is not built (full recompute recomputes whole layers, MoE ones "
-                                             "included: recompute_granularity: full)");
   if (moe_shared_expert_overlap)
     throw ConfigError("moe_shared_expert_overlap", "true is not built: the shared expert runs after the dispatch");
   moe_capacity().validate("");
@@ -162,9 +160,11 @@ model::RecomputePolicy EngineConfig::recompute_policy() const {
       policy.selective.core_attn |= module == RecomputeModule::core_attn;
       policy.selective.layernorm |= module == RecomputeModule::layernorm;
       policy.selective.mlp |= module == RecomputeModule::mlp;
+      policy.selective.moe |= module == RecomputeModule::moe;
     }
   policy.selective.activation = recompute_activation_function;
   policy.selective.layernorm |= recompute_norm;
+  policy.selective.moe |= moe_layer_recompute;
   return policy;
 }
 

@@ -135,7 +135,9 @@ struct EngineConfig {
       "Megatron's grouped GEMM: every local expert's rows in one call (tiles over all experts in one parallel "
       "region); false: Megatron's SequentialMLP, a linear call per expert (the same products, bit for bit on the "
       "batch-invariant GEMM)");
-    f("moe_layer_recompute", moe_layer_recompute, "recompute the MoE layers' forward in backward: not built (false)");
+    f("moe_layer_recompute", moe_layer_recompute,
+      "Megatron's: every MoE layer keeps only its input and runs its MoE block's forward (router, dispatch, experts) "
+      "again in backward (recompute_modules' moe, with any recompute_granularity); the same bits");
     f("moe_shared_expert_overlap", moe_shared_expert_overlap,
       "run the shared expert during the dispatch's all-to-all: not built (false)");
     f("moe_router_load_balancing_type", moe_router_load_balancing_type,
@@ -194,8 +196,9 @@ struct EngineConfig {
     f("recompute_modules", recompute_modules,
       "with selective: what each layer discards and recomputes: core_attn (the attention output and its softmax "
       "statistics, from q, k, v), layernorm (both pre-norms' outputs, from the residual stream), mlp (everything the "
-      "MLP saves, from its input); null: [core_attn]. moe_act, moe, shared_experts and mla_up_proj are refused "
-      "until MoE and MLA layers exist");
+      "MLP saves, from its input), moe (everything an MoE layer's block saves, its forward run again from its input, "
+      "as moe_layer_recompute); null: [core_attn]. moe_act, shared_experts and mla_up_proj are refused (not "
+      "built)");
     f("recompute_activation_function", recompute_activation_function,
       "MindSpeed's: every saving layer discards its SwiGLU product and recomputes it from the kept gate and up "
       "projections before the down projection's backward (with any recompute_granularity)");

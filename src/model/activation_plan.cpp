@@ -54,9 +54,13 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
   moe_config.capacity = shape.moe_capacity;
   const std::optional<MoeBlock> moe = config.moe.enabled() ? std::optional<MoeBlock>(moe_config) : std::nullopt;
   const int64_t moe_bytes = moe ? moe->saved_bytes(N, dtype) : 0;
-  const int64_t saved_moe_layer = stream + allocation_bytes(attention_specs, SavedPart::kept) + moe_bytes;
+  // With recompute_modules' moe the block's tensors are one shared set, in the scratch.
+  const bool moe_kept = !policy.selective.moe;
+  const int64_t saved_moe_layer =
+      stream + allocation_bytes(attention_specs, SavedPart::kept) + (moe_kept ? moe_bytes : 0);
+  const std::string moe_names = "moe: router, routed rows, experts' activations";
   const std::string saved_moe_names =
-      joined({"mid", names(attention_specs, SavedPart::kept), "moe: router, routed rows, experts' activations"});
+      joined({"mid", names(attention_specs, SavedPart::kept), moe_kept ? moe_names : ""});
   const auto is_moe = [&](int64_t l) { return config.moe.is_moe_layer(span.hf_layers[size_t(l)]); };
 
   ChunkActivations chunk;
@@ -79,7 +83,8 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
     if (!groups.recomputes(l)) {
       layer.bytes += is_moe(l) ? saved_moe_layer : saved_layer;
       layer.kept = joined({layer.kept, is_moe(l) ? saved_moe_names : saved_names});
-      layer.discarded = discarded_names;
+      layer.discarded = is_moe(l) ? joined({names(attention_specs, SavedPart::discarded), moe_kept ? "" : moe_names})
+                                  : discarded_names;
     } else {
       layer.kind = layer.bytes > 0 ? LayerActivations::Kind::group_input : LayerActivations::Kind::recomputed;
     }
@@ -117,7 +122,7 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
   if (G > 0) chunk.scratch_bytes += (G - 1) * stream;
   if (policy.selective.any())
     chunk.scratch_bytes += allocation_bytes(attention_specs, SavedPart::discarded) +
-                           allocation_bytes(mlp_specs, SavedPart::discarded);
+                           allocation_bytes(mlp_specs, SavedPart::discarded) + (moe_kept ? 0 : moe_bytes);
   if (distributed) chunk.scratch_bytes += 2 * int64_t(tensor_allocation_bytes({N, C}, dtype));
   chunk.scratch_holds =
       joined({G > 0 ? "a recomputed group" : "", policy.selective.any() ? "the discarded tensors" : "",

@@ -107,8 +107,8 @@ void CausalLm::set_recompute(const RecomputePolicy& policy) {
            "distribute_saved_activations needs full recompute and no sequence parallel");
   const SelectiveRecompute& modules = policy.selective;
   RF_CHECK(!config_.moe.enabled() || !(modules.layernorm || modules.activation || modules.mlp),
-           "recompute_modules: layernorm, activation and mlp are not built for MoE layers (the whole layer recomputes "
-           "with full recompute)");
+           "recompute_modules: layernorm, activation and mlp are not built for MoE models (moe recomputes an MoE "
+           "layer's block; full recompute whole layers)");
   recompute_policy_ = policy;
   recompute_ = recompute_groups(policy, int64_t(span_.hf_layers.size()));
 }
@@ -194,6 +194,7 @@ void CausalLm::reserve(int64_t N) {
   if (discard.any()) {
     attention_.reserve(discarded_.attention, N, dtype, activations_account_, discard, SavedPart::discarded);
     mlp_.reserve(discarded_.mlp, N, dtype, activations_account_, discard, SavedPart::discarded);
+    if (discard.moe && moe_) moe_->reserve(discarded_.moe, N, dtype, activations_account_);
   }
   if (moe_) moe_->reserve(moe_scratch_, N, dtype, workspace_account_);  // forward's too
   if (moe_losses_) {
@@ -287,8 +288,10 @@ CausalLm::Activations CausalLm::make_forward_only_activations() {
 }
 
 void CausalLm::reserve_layer(Activations& a, size_t slot, bool moe, const SelectiveRecompute& discard) {
-  if (moe)
+  if (moe && !discard.moe)
     moe_->reserve(a.moe[slot], capacity_, params_.dtype(), activations_account_);
+  else if (moe)
+    return;  // its block's tensors are the chunk's shared discarded ones
   else
     mlp_.reserve(a.mlp[slot], capacity_, params_.dtype(), activations_account_, discard);
 }
@@ -322,6 +325,7 @@ void CausalLm::set_activations_resident(bool resident) {
   recompute_scratch_.for_each_tensor(apply);
   discarded_.attention.for_each_tensor(apply);
   discarded_.mlp.for_each_tensor(apply);
+  discarded_.moe.for_each_tensor(apply);
   head_scratch_.for_each_tensor(apply);
   value_scratch_.for_each_tensor(apply);
   attention_scratch_.for_each_tensor(apply);
@@ -541,6 +545,11 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
     }
     const LayerSlots s = layer_slots(a, i);
     if (is_moe(i)) {
+      // recompute_modules' moe: the block's forward again from its kept input into the shared tensors (the same
+      // bits, the same exchanges with the EP ranks; it rewrites the layer's output with the same values).
+      if (recompute_policy_.selective.moe && !recompute_.recomputes(int64_t(i)))
+        moe_->forward(ctx, shape, layer_weights_[i].moe, rows(s.mid, n), rows(s.output, n), s.moe, moe_scratch_,
+                      layer_experts(in.replay_experts_NLk, i));
       TensorView dlogits_extra_NE;
       if (moe_losses_ && grads.moe_loss_scale != 0) {
         dlogits_extra_NE = rows(dlogits_extra_NE_, N);
@@ -549,10 +558,10 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
       }
       moe_->backward(ctx, shape, layer_weights_[i].moe, layer_grads_[i].moe, rows(s.mid, n), s.moe, moe_scratch_,
                      dresid_NC, dlogits_extra_NE);
-    }
-    else
+    } else {
       mlp_.backward(ctx, shape, layer_weights_[i].mlp, layer_grads_[i].mlp, rows(s.mid, n), s.mlp, discarded_.mlp,
                     mlp_scratch_, dresid_NC);
+    }
     attention_.backward(ctx, shape, layer_weights_[i].attention, layer_grads_[i].attention, rows(s.input, n),
                         s.attention, discarded_.attention, attention_scratch_, dresid_NC);
     if (i < a.offloaded.size()) a.offloaded[i].offload(OffloadContents::discard);  // read for the last time
@@ -586,7 +595,10 @@ CausalLm::LayerSlots CausalLm::layer_slots(Activations& a, size_t i) {
   if (a.forward_only)
     return {a.residual[i % 2], a.mid[0], a.attention[0], a.mlp[0], a.moe[0], a.residual[(i + 1) % 2]};
   const auto* group = recompute_.group_of(int64_t(i));
-  if (!group) return {residual_entry(a, i), a.mid[i], a.attention[i], a.mlp[i], a.moe[i], residual_entry(a, i + 1)};
+  if (!group) {
+    MoeSaved& moe = recompute_policy_.selective.moe ? discarded_.moe : a.moe[i];
+    return {residual_entry(a, i), a.mid[i], a.attention[i], a.mlp[i], moe, residual_entry(a, i + 1)};
+  }
   Activations& s = recompute_scratch_;
   const size_t k = i - size_t(group->first);
   return {residual_entry(a, i), s.mid[k], s.attention[k], s.mlp[k], s.moe[k], residual_entry(a, i + 1)};

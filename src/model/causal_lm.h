@@ -297,6 +297,7 @@ class CausalLm {
   struct Discarded {
     AttentionSaved attention;
     MlpSaved mlp;
+    MoeSaved moe;  // recompute_modules' moe: an MoE layer's whole block
   };
   Discarded discarded_;
   AttentionScratch attention_scratch_;

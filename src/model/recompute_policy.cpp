@@ -43,7 +43,8 @@ namespace {
 std::string describe(const SelectiveRecompute& modules) {
   std::string names;
   for (const auto& [on, name] : {std::pair{modules.core_attn, "core_attn"}, std::pair{modules.layernorm, "layernorm"},
-                                 std::pair{modules.activation, "activation"}, std::pair{modules.mlp, "mlp"}})
+                                 std::pair{modules.activation, "activation"}, std::pair{modules.mlp, "mlp"},
+                                 std::pair{modules.moe, "moe"}})
     if (on) names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
   return names;
 }

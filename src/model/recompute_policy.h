@@ -35,7 +35,10 @@ struct SelectiveRecompute {
   bool layernorm = false;   // both pre-norms' outputs and statistics, from the kept residual stream
   bool activation = false;  // the MLP's SwiGLU product, from the kept gate and up projections
   bool mlp = false;         // all the MLP keeps (norm, gate, up, product), from its kept input
-  bool any() const { return core_attn || layernorm || activation || mlp; }
+  // all an MoE layer's block keeps (router, routed rows, experts' activations), its forward (the dispatch's
+  // exchanges included) run again from its kept input in backward: Megatron's `moe` module, moe_layer_recompute
+  bool moe = false;
+  bool any() const { return core_attn || layernorm || activation || mlp || moe; }
   bool operator==(const SelectiveRecompute&) const = default;
 };
 

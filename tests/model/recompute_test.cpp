@@ -129,16 +129,21 @@ TEST(SelectiveRecompute, CombinesWithFullRecomputeOfOtherLayers) {
   rf::testing::expect_close(both.grads, plain.grads, 0.0, 0.0, "gradients");
 }
 
-// MoE layers (one dense among them, or a gated shared expert) recompute to the same bits, and the plan counts what
+// MoE layers (one dense among them, or a gated shared expert) recompute to the same bits, whole (full) or their
+// MoE block only (recompute_modules: moe, Megatron's moe_layer_recompute), and the plan counts what
 // their blocks allocate, recompute groups mixing dense and MoE layers included.
-TEST(FullRecompute, GivesTheSameBitsOnMoeLayers) {
+TEST(Recompute, GivesTheSameBitsOnMoeLayers) {
   for (Arch arch : {Arch::qwen3_moe, Arch::qwen2_moe}) {
     ModelConfig config = testing::micro_config(arch, false);
     config.num_hidden_layers = 3;
     const InFlightRun plain = run_two_in_flight(config, DType::f32, {});
     for (const RecomputePolicy& policy :
          {RecomputePolicy{.full = true, .num_layers = 2},
-          RecomputePolicy{.full = true, .method = RecomputeMethod::block, .num_layers = 1}}) {
+          RecomputePolicy{.full = true, .method = RecomputeMethod::block, .num_layers = 1},
+          RecomputePolicy{.selective = {.moe = true}},
+          RecomputePolicy{.selective = {.core_attn = true, .moe = true}},
+          RecomputePolicy{.full = true, .method = RecomputeMethod::block, .num_layers = 1,
+                          .selective = {.moe = true}}}) {
       SCOPED_TRACE(fmt::format("{} {}", arch_name(arch), describe(policy)));
       const InFlightRun recomputed = run_two_in_flight(config, DType::f32, policy);
       for (size_t b = 0; b < plain.logp.size(); ++b)
@@ -153,8 +158,10 @@ TEST(ActivationPlan, CountsExactlyWhatAnMoeModelAllocates) {
   for (Arch arch : {Arch::qwen3_moe, Arch::qwen2_moe}) {
     ModelConfig config = testing::micro_config(arch, false);
     config.num_hidden_layers = 4;
-    for (const RecomputePolicy& policy : {RecomputePolicy{}, RecomputePolicy{.full = true, .num_layers = 3},
-                                          RecomputePolicy{.full = true, .num_layers = 2}}) {
+    for (const RecomputePolicy& policy :
+         {RecomputePolicy{}, RecomputePolicy{.full = true, .num_layers = 3},
+          RecomputePolicy{.full = true, .num_layers = 2}, RecomputePolicy{.selective = {.moe = true}},
+          RecomputePolicy{.selective = {.core_attn = true, .moe = true}}}) {
       SCOPED_TRACE(fmt::format("{} {}", arch_name(arch), describe(policy)));
       MemoryTracker tracker;
       testing::ModelUnderTest m(config, DType::bf16, testing::fast_kernels(), 24, policy, &tracker);

@@ -5,7 +5,8 @@
 // (equivalence_checks.h, f32, 1e-5 relative). Qwen3-MoE (all layers sparse) and Qwen2-MoE (a gated shared expert);
 // EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
 // CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss; dropless and with an expert
-// capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank).
+// capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank);
+// with moe_layer_recompute (the dispatch's exchanges run again in backward).
 // A forward-only pass (compute_log_prob, and an InferEngine at the same layout) returns the one-rank log-probs.
 // Then the refusals.
 #include <fmt/format.h>
@@ -33,6 +34,7 @@ struct ExpertLayout {
   double capacity_factor = 0;      // 0: dropless
   model::TokenDropPolicy drop_policy = model::TokenDropPolicy::probs;
   bool pad = false;
+  bool moe_layer_recompute = false;
   std::string name() const {
     std::string out = fmt::format("{} EP{}", model::arch_name(arch), ep);
     if (pp > 1) out += fmt::format(" x PP{}", pp);
@@ -43,6 +45,7 @@ struct ExpertLayout {
     if (capacity_factor > 0)
       out += fmt::format(" capacity {} {}{}", capacity_factor,
                          model::enum_names(drop_policy)[size_t(drop_policy)].second, pad ? " padded" : "");
+    if (moe_layer_recompute) out += " +moe_layer_recompute";
     return out + " losses: " + balancing;
   }
 };
@@ -78,6 +81,7 @@ engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int p
   if (layout.capacity_factor > 0) c.moe_expert_capacity_factor = layout.capacity_factor;
   c.moe_token_drop_policy = layout.drop_policy;
   c.moe_pad_expert_input_to_capacity = layout.pad;
+  c.moe_layer_recompute = layout.moe_layer_recompute;
   return c;
 }
 
@@ -127,7 +131,8 @@ std::vector<ExpertLayout> layouts_for(int world_size) {
             {.distributed_optimizer = true, .arch = model::Arch::qwen2_moe},
             {.capacity_factor = 0.5},
             {.arch = model::Arch::qwen2_moe, .capacity_factor = 1.0, .drop_policy = model::TokenDropPolicy::position,
-             .pad = true}};
+             .pad = true},
+            {.balancing = "aux_loss", .moe_layer_recompute = true}};
   return {{.ep = 4},
           {.ep = 4, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
           {},
@@ -175,7 +180,7 @@ TEST(ExpertParallel, RefusesWhatItCannotRunByKey) {
   EXPECT_EQ(refused([](auto& c) { c.expert_tensor_parallel_size = 2; }), "expert_tensor_parallel_size");
   EXPECT_EQ(refused([](auto& c) { c.moe_token_dispatcher_type = model::MoeDispatcher::allgather; }),
             "moe_token_dispatcher_type");
-  EXPECT_EQ(refused([](auto& c) { c.moe_layer_recompute = true; }), "moe_layer_recompute");
+  EXPECT_EQ(refused([](auto& c) { c.moe_shared_expert_overlap = true; }), "moe_shared_expert_overlap");
   EXPECT_EQ(refused([](auto& c) { c.moe_aux_loss_coeff = -1; }), "moe_aux_loss_coeff");
 }
 
