@@ -34,8 +34,7 @@ void add_profiler(std::vector<UnimplementedVerlKey>& keys, const std::string& ro
 // The megatron keys of verl's McoreEngineConfig that rlforge's EngineConfig does not have.
 void add_megatron_extras(std::vector<UnimplementedVerlKey>& keys, const std::string& role, bool forward_only) {
   add(keys, role + ".megatron",
-      {{"expert_tensor_parallel_size", "null"},
-       {"use_dist_checkpointing", "false"},
+      {{"use_dist_checkpointing", "false"},
        {"dist_checkpointing_path", "null"},
        {"dist_checkpointing_prefix", "''"},
        {"override_ddp_config", "{}"},
