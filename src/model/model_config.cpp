@@ -349,6 +349,8 @@ void ModelConfig::validate() const {
     throw ConfigError("hidden_size", fmt::format("these sizes make about {:.3g} parameters, more than the {:.3g} "
                                                  "rlforge addresses",
                                                  num_parameters, kMaxParameters));
+  if ((arch == Arch::qwen2_moe || arch == Arch::qwen3_moe) && !moe.enabled())
+    throw ConfigError("num_experts", fmt::format("must be positive for {}, got {}", arch_name(arch), moe.num_experts));
   moe.validate(num_hidden_layers);
   if (head != HeadKind::lm && num_labels < 1)
     throw ConfigError("id2label", fmt::format("a {} head needs at least one label, got {}", head_name(head), num_labels));

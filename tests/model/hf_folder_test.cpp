@@ -46,8 +46,13 @@ ModelConfig small_config(Arch arch, bool tied) {
   c.num_key_value_heads = 2;
   c.head_dim = arch == Arch::qwen3 ? 6 : 4;
   c.tie_word_embeddings = tied;
-  c.attention_bias = arch == Arch::qwen2;
-  c.qk_norm = arch == Arch::qwen3;
+  c.attention_bias = arch == Arch::qwen2 || arch == Arch::qwen2_moe;
+  c.qk_norm = arch == Arch::qwen3 || arch == Arch::qwen3_moe;
+  if (arch == Arch::qwen3_moe)  // layer 1 dense
+    c.moe = MoeConfig{.num_experts = 4, .num_experts_per_tok = 2, .moe_intermediate_size = 8, .mlp_only_layers = {1}};
+  if (arch == Arch::qwen2_moe)
+    c.moe = MoeConfig{.num_experts = 3, .num_experts_per_tok = 2, .moe_intermediate_size = 8,
+                      .shared_expert_intermediate_size = 12, .shared_expert_gate = true};
   c.validate();
   return c;
 }
@@ -92,7 +97,7 @@ void expect_same_tensors(const std::string& a_dir, const std::string& b_dir) {
 }
 
 TEST_F(HfFolderTest, ImportThenExportIsBitExactForEveryArchDtypeTyingAndSharding) {
-  for (Arch arch : {Arch::llama, Arch::qwen2, Arch::qwen3})
+  for (Arch arch : {Arch::llama, Arch::qwen2, Arch::qwen3, Arch::qwen2_moe, Arch::qwen3_moe})
     for (DType dtype : {DType::f32, DType::bf16})
       for (bool tied : {false, true})
         for (size_t shard_bytes : {kDefaultMaxShardBytes, size_t(3000)}) {
@@ -224,9 +229,12 @@ TEST(HfGenerationEos, GenerationConfigThenConfigThenNone) {
   }
 }
 
+// The dense reference folders and the Qwen MoE ones transformers wrote (tests/reference/moe).
 TEST_F(HfFolderTest, ReferenceFoldersComeBackByteForByte) {
-  const auto dirs = rf::testing::reference_model_dirs();
+  auto dirs = rf::testing::reference_model_dirs();
   ASSERT_FALSE(dirs.empty());
+  for (const char* moe : {"qwen3_moe", "qwen3_moe_dense_layer", "qwen2_moe"})
+    dirs.push_back(std::string(RF_MOE_REFERENCE_DIR) + "/" + moe);
   for (const std::string& dir : dirs) {
     SCOPED_TRACE(dir);
     const std::string out = path(fs::path(dir).filename().string());
