@@ -85,11 +85,13 @@ void check_parallel_layout(const SftConfig& config, int world_size) {
     rethrow_under_megatron(e);
   }
   std::optional<model::PipelineSplit> split;
-  if (megatron.tensor_model_parallel_size > 1 || megatron.splits_layers() || megatron.context_parallel_size > 1) {
+  if (megatron.tensor_model_parallel_size > 1 || megatron.splits_layers() || megatron.context_parallel_size > 1 ||
+      megatron.expert_model_parallel_size > 1) {
     const model::ModelConfig shape = model_shape(config.model);
     try {
       model::check_tp_divides(shape, megatron.tensor_model_parallel_size);
       engine::check_context_parallel(megatron, shape);
+      engine::check_expert_parallel(megatron, shape);
     } catch (const ConfigError& e) {
       rethrow_under_megatron(e, model_source(config.model));
     }

@@ -92,7 +92,7 @@ refused dump_schedule_noop 1 "megatron.noop_layers: index 7 out of range [0, 3) 
 refused dump_schedule_microbatches 2 "megatron.microbatch_group_size_per_vp_stage: 2 must lie in \
 [pipeline_model_parallel_size = 2, num_microbatches = 1]" megatron.pipeline_model_parallel_size=2 \
   megatron.virtual_pipeline_model_parallel_size=2 model.config.num_hidden_layers=4 --dump-schedule 1
-# The axes the engine does not run yet, each on a world it would divide.
+# Layouts the engine cannot run with this model, each on a world it would divide.
 # Ulysses gives each CP rank a share of the heads: 1 kv head does not split over 2 (issue #24 acceptance 5).
 refused context_parallel_a2a 2 "megatron.cp_comm_type: a2a (Ulysses) gives each of the context_parallel_size = 2 \
 ranks a share of the heads, but a TP rank's 4 query heads and 1 kv heads" \
@@ -100,7 +100,8 @@ ranks a share of the heads, but a TP rank's 4 query heads and 1 kv heads" \
 # Megatron's hierarchical a2a+p2p is not built: the value is refused with the ones that are.
 refused context_parallel_comm 2 "megatron.cp_comm_type: expected one of p2p, all_gather, a2a, got 'a2a+p2p'" \
   megatron.context_parallel_size=2 "megatron.cp_comm_type=a2a+p2p"
-refused expert_parallel 2 "megatron.expert_model_parallel_size: 2: expert parallelism is not supported yet" \
+# Expert parallel needs experts: the SFT model here is dense.
+refused expert_parallel_dense_model 2 "megatron.expert_model_parallel_size: 2: model.config has no MoE layers" \
   megatron.expert_model_parallel_size=2
 # DP = 3 ranks / TP 1 cannot split the step's 128 examples.
 refused dp_not_dividing_batch 3 "data.train_batch_size: 128 examples do not split over 3 data-parallel ranks"
