@@ -54,9 +54,9 @@ INSTANTIATE_TEST_SUITE_P(Archs, MicroModelGradients,
                                                      {.full = true, .method = RecomputeMethod::block, .num_layers = 1}},
                                            MicroCase{Arch::qwen3, false, false, {.selective = kDiscardAll}},
                                            MicroCase{Arch::llama, false, true, {.selective = kDiscardAll}},
-                                           MicroCase{Arch::qwen3_moe, true}, MicroCase{Arch::qwen2_moe, false},
-                                           MicroCase{Arch::qwen2_moe, true, true},
-                                           MicroCase{Arch::qwen3_moe, false, false, {.full = true, .num_layers = 2}}),
+                                           // MoE: a dense layer among sparse ones; the gated shared expert on the
+                                           // batch-invariant path (recompute's bits: recompute_test.cpp)
+                                           MicroCase{Arch::qwen3_moe, true}, MicroCase{Arch::qwen2_moe, false, true}),
                          [](const auto& info) {
                            const RecomputePolicy& r = info.param.recompute;
                            return arch_name(info.param.arch) + (info.param.tied ? "_tied" : "_untied") +
