@@ -280,7 +280,7 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   dist::ProcessGroup* ep = expert_group(ctx);
   s.expert_rows = J;
   if (ep) {  // the rows go to their experts' ranks, with their weights
-    s.plan = plan_expert_rows(*ep, s.tokens_per_expert_E);
+    plan_expert_rows(*ep, s.tokens_per_expert_E, s.plan);
     s.expert_rows = s.plan.rows;
     dispatch_rows(*ep, s.plan, permuted_JC, scratch.staging_RC, s.expert_rows_RC);
     dispatch_rows(*ep, s.plan, as_column(s.probs_J, J), scratch.staging_R1, as_column(s.expert_probs_R, s.plan.rows));

@@ -39,19 +39,22 @@ struct ExpertRowPlan {
   std::vector<int64_t> recv_rows;    // [EP]: rank q's rows for this rank's experts
   std::vector<int64_t> local_sizes;  // [E_loc]: each local expert's rows, over every rank
   int64_t rows = 0;                  // R
+  // The exchange's element counts for rows of one width, and the chunks' starts: kept so that a plan reused for
+  // the next forward (the vectors keep their capacity) allocates nothing in the training step.
+  std::vector<int64_t> send_elements, recv_elements, rank_major_starts, expert_major_starts;
 
   int64_t local_experts() const { return num_experts / ep_size; }
   int64_t first_expert() const { return ep_rank * local_experts(); }
 };
 
-// All-gathers this rank's rows per expert (tokens_per_expert_E, i64) over `ep`.
-ExpertRowPlan plan_expert_rows(dist::ProcessGroup& ep, TensorView tokens_per_expert_E);
+// All-gathers this rank's rows per expert (tokens_per_expert_E, i64) over `ep` into `plan` (its vectors reused).
+void plan_expert_rows(dist::ProcessGroup& ep, TensorView tokens_per_expert_E, ExpertRowPlan& plan);
 
 // alltoall: local_JW (expert-major) -> expert_RW (local expert, source rank); `staging_RW` holds the rows as they
 // arrive. combine_rows is the inverse (expert_RW -> local_JW).
-void dispatch_rows(dist::ProcessGroup& ep, const ExpertRowPlan& plan, TensorView local_JW, TensorView staging_RW,
+void dispatch_rows(dist::ProcessGroup& ep, ExpertRowPlan& plan, TensorView local_JW, TensorView staging_RW,
                    TensorView expert_RW);
-void combine_rows(dist::ProcessGroup& ep, const ExpertRowPlan& plan, TensorView expert_RW, TensorView staging_RW,
+void combine_rows(dist::ProcessGroup& ep, ExpertRowPlan& plan, TensorView expert_RW, TensorView staging_RW,
                   TensorView local_JW);
 
 }  // namespace rf::model
