@@ -20,7 +20,7 @@ namespace {
 // communication type, and its MoE settings (model/moe_*.h).
 constexpr std::array<std::string_view, 4> kRoles = {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic",
                                                     "reward_model"};
-constexpr std::array<std::string_view, 33> kKeys = {
+constexpr std::array<std::string_view, 34> kKeys = {
     "num_layers_in_first_pipeline_stage",      "num_layers_in_last_pipeline_stage",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "pipeline_model_parallel_layout",          "microbatch_group_size_per_vp_stage",
@@ -37,7 +37,7 @@ constexpr std::array<std::string_view, 33> kKeys = {
     "moe_aux_loss_coeff",                      "moe_z_loss_coeff",
     "moe_expert_capacity_factor",              "moe_token_drop_policy",
     "moe_pad_expert_input_to_capacity",        "expert_model_parallel_size",
-    "expert_tensor_parallel_size"};
+    "expert_tensor_parallel_size",             "moe_tp_extend_ep"};
 constexpr std::string_view kSection = ".megatron.override_transformer_config.";
 
 std::string megatron_key(std::string_view role, std::string_view key) {

@@ -116,9 +116,16 @@ void EngineConfig::validate() const {
     throw ConfigError("context_parallel_size", fmt::format("must be >= 1, got {}", context_parallel_size));
   if (expert_model_parallel_size < 1)
     throw ConfigError("expert_model_parallel_size", fmt::format("must be >= 1, got {}", expert_model_parallel_size));
-  if (expert_tensor_parallel_size && *expert_tensor_parallel_size != 1)
+  if (expert_tensor_parallel_size && *expert_tensor_parallel_size != 1 &&
+      *expert_tensor_parallel_size != tensor_model_parallel_size)
     throw ConfigError("expert_tensor_parallel_size",
-                      fmt::format("{}: experts split over tensor-parallel ranks are not built (null or 1)",
+                      fmt::format("{}: expected null, 1 or tensor_model_parallel_size = {} (an expert grid whose TP "
+                                  "differs from the dense one is not built)",
+                                  *expert_tensor_parallel_size, tensor_model_parallel_size));
+  if (moe_tp_extend_ep && expert_tensor_parallel_size.value_or(1) != 1)
+    throw ConfigError("moe_tp_extend_ep",
+                      fmt::format("true extends EP over the TP ranks, but expert_tensor_parallel_size = {} splits "
+                                  "the experts over them: set it to 1 or null",
                                   *expert_tensor_parallel_size));
   if (moe_token_dispatcher_type == model::MoeDispatcher::allgather)
     throw ConfigError("moe_token_dispatcher_type", "allgather is not built: use alltoall");

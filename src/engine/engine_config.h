@@ -31,6 +31,7 @@
 #include "model/moe_capacity.h"
 #include "model/moe_dispatch.h"
 #include "model/moe_losses.h"
+#include "model/param_layout.h"
 #include "model/pipeline_split.h"
 #include "model/recompute_policy.h"
 
@@ -70,6 +71,7 @@ struct EngineConfig {
   dist::CpCommType cp_comm_type = dist::CpCommType::p2p;
   int64_t expert_model_parallel_size = 1;
   std::optional<int64_t> expert_tensor_parallel_size;  // null: Megatron's default (the TP size)
+  bool moe_tp_extend_ep = false;
   model::MoeDispatcher moe_token_dispatcher_type = model::MoeDispatcher::alltoall;
   bool moe_grouped_gemm = true;
   bool moe_layer_recompute = false;
@@ -127,7 +129,13 @@ struct EngineConfig {
       "EP size (MoE models): each EP rank runs E / EP of every MoE layer's experts on the tokens all EP ranks route "
       "to them (the EP ranks are data-parallel ranks); every rank keeps all experts' weights");
     f("expert_tensor_parallel_size", expert_tensor_parallel_size,
-      "ETP size: null (Megatron's default, the TP size) or 1; experts split over TP ranks are not built");
+      "ETP size: null (Megatron's default: the TP size) or the TP size (each expert's FFN split over the TP ranks "
+      "as the dense MLP, its rows all-gathered over them after the dispatch and its partial outputs "
+      "reduce-scattered before the combine), or 1 (whole experts on every TP rank, the TP ranks' own tokens); other "
+      "sizes are refused");
+    f("moe_tp_extend_ep", moe_tp_extend_ep,
+      "MindSpeed's TP-extend-EP: the TP ranks extend the EP group (E / (EP x TP) whole experts per rank, "
+      "expert_tensor_parallel_size 1), so experts are never split over TP");
     f("moe_token_dispatcher_type", moe_token_dispatcher_type,
       "how routed tokens reach their experts' EP ranks: alltoall (row counts all-gathered, then one all-to-all of "
       "the rows); allgather is not built");
@@ -233,6 +241,21 @@ struct EngineConfig {
   // The MoE layers' training losses for `model_config`: these keys', else its HF output_router_logits.
   model::MoeLossConfig moe_losses(const model::ModelConfig& model_config) const;
   model::CapacityConfig moe_capacity() const;
+  // The ranks the experts are split over (expert_model_parallel_size, times the TP size with moe_tp_extend_ep)
+  // and each expert's FFN (the TP size unless expert_tensor_parallel_size is 1 or moe_tp_extend_ep).
+  int64_t expert_parallel_ranks() const {
+    return expert_model_parallel_size * (moe_tp_extend_ep ? tensor_model_parallel_size : 1);
+  }
+  int64_t expert_tensor_parallel_ranks() const {
+    return moe_tp_extend_ep ? 1 : expert_tensor_parallel_size.value_or(tensor_model_parallel_size);
+  }
+  // TP rank `rank`'s place for the weights' layout.
+  model::TensorParallelShard tp_shard(int64_t rank) const {
+    return {.rank = rank,
+            .size = tensor_model_parallel_size,
+            .vocab_multiple = make_vocab_size_divisible_by,
+            .split_experts = expert_tensor_parallel_ranks() > 1};
+  }
   // The layer split of a model of `num_hidden_layers` layers over the pipeline (one stage at PP 1):
   // ConfigError naming the key for a split that does not fit the model.
   model::PipelineSplit pipeline_layout(int64_t num_hidden_layers) const;

@@ -18,10 +18,7 @@ model::ParamLayout layout_for(const EngineConfig& config, const model::ModelConf
     throw ConfigError("tensor_model_parallel_size",
                       fmt::format("{} but the engine's TP group has {} ranks", config.tensor_model_parallel_size,
                                   parallel.tp().size()));
-  return model::ParamLayout::for_stage(model_config,
-                                       model::TensorParallelShard{.rank = parallel.tp().rank(),
-                                                                  .size = parallel.tp().size(),
-                                                                  .vocab_multiple = config.make_vocab_size_divisible_by},
+  return model::ParamLayout::for_stage(model_config, config.tp_shard(parallel.tp().rank()),
                                        stage_parts(split, parallel.pp().rank()));
 }
 

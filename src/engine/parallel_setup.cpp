@@ -8,8 +8,8 @@ dist::ParallelDims parallel_dims(const EngineConfig& megatron, int world_size) {
   dims.tensor_model_parallel_size = int(megatron.tensor_model_parallel_size);
   dims.pipeline_model_parallel_size = int(megatron.pipeline_model_parallel_size);
   dims.context_parallel_size = int(megatron.context_parallel_size);
-  dims.expert_model_parallel_size = int(megatron.expert_model_parallel_size);
-  dims.expert_tensor_parallel_size = int(megatron.expert_tensor_parallel_size.value_or(0));
+  dims.expert_model_parallel_size = int(megatron.expert_parallel_ranks());
+  dims.expert_tensor_parallel_size = int(megatron.expert_tensor_parallel_ranks());
   return dims;
 }
 

@@ -17,21 +17,37 @@ model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::
     throw ConfigError("cp_comm_type", "differs from the engine's parallel context's");
   check_context_parallel(config, model_config);
   check_expert_parallel(config, model_config);
-  if (config.expert_model_parallel_size != parallel.layout().dims().expert_model_parallel_size)
+  if (config.expert_parallel_ranks() != parallel.layout().dims().expert_model_parallel_size)
     throw ConfigError("expert_model_parallel_size",
-                      fmt::format("{} but the engine's parallel layout has {}", config.expert_model_parallel_size,
+                      fmt::format("{} ({} ranks with moe_tp_extend_ep) but the engine's parallel layout has {}",
+                                  config.expert_model_parallel_size, config.expert_parallel_ranks(),
                                   parallel.layout().dims().expert_model_parallel_size));
+  if (model_config.moe.enabled() && config.expert_tensor_parallel_ranks() > 1 &&
+      config.expert_tensor_parallel_ranks() != parallel.layout().dims().expert_tensor_size())
+    throw ConfigError("expert_tensor_parallel_size",
+                      fmt::format("{} but the engine's parallel layout has {}", config.expert_tensor_parallel_ranks(),
+                                  parallel.layout().dims().expert_tensor_size()));
   return config.pipeline_layout(model_config.num_hidden_layers);
 }
 
 void check_expert_parallel(const EngineConfig& config, const model::ModelConfig& model_config) {
-  const int64_t ep = config.expert_model_parallel_size, experts = model_config.moe.num_experts;
+  const int64_t ep = config.expert_parallel_ranks(), experts = model_config.moe.num_experts;
+  const char* key = config.moe_tp_extend_ep ? "moe_tp_extend_ep" : "expert_model_parallel_size";
   if (ep > 1 && !model_config.moe.enabled())
-    throw ConfigError("expert_model_parallel_size",
-                      fmt::format("{}: {} has no MoE layers to split the experts of", ep, model_config.source));
+    throw ConfigError(key, fmt::format("{}: {} has no MoE layers to split the experts of", ep, model_config.source));
   if (ep > 1 && experts % ep != 0)
-    throw ConfigError("expert_model_parallel_size",
-                      fmt::format("{} does not divide the model's num_experts = {}", ep, experts));
+    throw ConfigError(key, fmt::format("{} ranks (expert_model_parallel_size {}{}) do not divide the model's "
+                                       "num_experts = {}",
+                                       ep, config.expert_model_parallel_size,
+                                       config.moe_tp_extend_ep ? " x the TP size" : "", experts));
+}
+
+void check_moe_training(const EngineConfig& config, const model::ModelConfig& model_config) {
+  if (model_config.moe.enabled() && config.tensor_model_parallel_size > 1 && !config.sequence_parallel)
+    throw ConfigError("sequence_parallel",
+                      fmt::format("false with tensor_model_parallel_size {} and an MoE model: training MoE layers at "
+                                  "TP > 1 needs sequence parallel (as Megatron's)",
+                                  config.tensor_model_parallel_size));
 }
 
 void check_context_parallel(const EngineConfig& config, const model::ModelConfig& model_config) {

@@ -28,8 +28,10 @@ model::PipelineSplit pipeline_split_of(const EngineConfig& config, const model::
 // with its last.
 // ConfigError naming cp_comm_type: a2a with heads (per TP rank) that do not divide by the CP size.
 void check_context_parallel(const EngineConfig& config, const model::ModelConfig& model_config);
-// expert_model_parallel_size: a model with MoE layers whose expert count it divides.
+// expert_model_parallel_size (or moe_tp_extend_ep): a model with MoE layers whose expert count the EP ranks divide.
 void check_expert_parallel(const EngineConfig& config, const model::ModelConfig& model_config);
+// sequence_parallel: on for an MoE model trained at TP > 1 (forward-only passes run without it).
+void check_moe_training(const EngineConfig& config, const model::ModelConfig& model_config);
 
 model::StageParts stage_parts(const model::PipelineSplit& split, int64_t pp_rank);
 

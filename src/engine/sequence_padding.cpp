@@ -21,6 +21,7 @@ model::PackedSequences pad_to_multiple(const model::ModelInputs& in, int64_t mul
   else
     out.cu_seqlens.assign(in.cu_seqlens.begin(), in.cu_seqlens.end());
   if (padded > N) out.cu_seqlens.push_back(int32_t(padded));
+  out.padding_tokens = padded - N;
   return out;
 }
 

@@ -63,13 +63,15 @@ std::optional<optim::Fp32Split> make_fp32_split(const EngineConfig& config, int6
   return std::optional<optim::Fp32Split>(std::in_place, numel, TensorAccount{&tracker, tier, MemoryCategory::params});
 }
 
-// This rank's place in its TP group, for the weights' layout.
-model::TensorParallelShard tp_shard_of(const EngineConfig& config, const dist::ParallelContext& parallel) {
+// This rank's place in its TP group, for the weights' layout (an MoE model trains at TP > 1 with SP only).
+model::TensorParallelShard tp_shard_of(const EngineConfig& config, const model::ModelConfig& model_config,
+                                       const dist::ParallelContext& parallel) {
+  check_moe_training(config, model_config);
   if (config.tensor_model_parallel_size != parallel.tp().size())
     throw ConfigError("tensor_model_parallel_size",
                       fmt::format("{} but the engine's TP group has {} ranks", config.tensor_model_parallel_size,
                                   parallel.tp().size()));
-  return {.rank = parallel.tp().rank(), .size = parallel.tp().size(), .vocab_multiple = config.make_vocab_size_divisible_by};
+  return config.tp_shard(parallel.tp().rank());
 }
 
 EngineConfig validated(EngineConfig config) {
@@ -239,7 +241,7 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
       kernels_(kernels),
       parallel_(parallel),
       tracker_(tracker),
-      master_(model::ParamLayout::for_stage(model_config, tp_shard_of(engine_config, parallel),
+      master_(model::ParamLayout::for_stage(model_config, tp_shard_of(engine_config, model_config, parallel),
                                             stage_parts(pipeline_split_of(config_, model_config, parallel),
                                                         parallel.pp().rank())),
               DType::f32, {&tracker, master_tier(config_), MemoryCategory::params}),
@@ -723,8 +725,11 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   pipeline_times_.schedule_s = schedule_clock.seconds();
   if (split_.pp_size > 1) share_results_over_pipeline(result, micro_batches, forward_only, entropy);
   if (moe_losses && forward_only == ForwardOnly::no) {
-    // This DP rank's share of the step's mean (the callers sum metrics over DP): every stage's and CP rank's layers.
-    for (dist::ProcessGroup* group : {&parallel_.cp(), &parallel_.pp()}) {
+    // This DP rank's share of the step's mean (the callers sum metrics over DP): every stage's layers, every CP (and
+    // with SP, TP) rank's tokens.
+    dist::ProcessGroup& token_ranks =
+        parallel_.sequence_parallel() ? parallel_.group(dist::GroupKind::tp_cp) : parallel_.cp();
+    for (dist::ProcessGroup* group : {&token_ranks, &parallel_.pp()}) {
       moe_aux_loss = group->all_reduce_scalar(moe_aux_loss, dist::ReduceOp::sum);
       moe_z_loss = group->all_reduce_scalar(moe_z_loss, dist::ReduceOp::sum);
     }

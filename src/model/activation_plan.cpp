@@ -50,7 +50,7 @@ ChunkActivations plan_chunk(const ModelConfig& config, const ModelSpan& span, co
   const std::string discarded_names =
       joined({names(attention_specs, SavedPart::discarded), names(mlp_specs, SavedPart::discarded)});
   // An MoE layer keeps its MoE block's tensors instead of the MLP's (all of them: no selective recompute there).
-  MoeBlockConfig moe_config = MoeBlockConfig::from_model(config, shape.ep_size);
+  MoeBlockConfig moe_config = MoeBlockConfig::from_model(config, shape.moe_parallel);
   moe_config.capacity = shape.moe_capacity;
   const std::optional<MoeBlock> moe = config.moe.enabled() ? std::optional<MoeBlock>(moe_config) : std::nullopt;
   const int64_t moe_bytes = moe ? moe->saved_bytes(N, dtype) : 0;

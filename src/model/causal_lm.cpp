@@ -44,9 +44,13 @@ CausalLm::CausalLm(const ModelConfig& config, ModelSpan span, const ParamStore& 
       workspace_account_{tracker, MemoryTier::device, MemoryCategory::workspace},
       attention_(config, parallel.tp().size(), parallel.cp().size(), parallel.cp_comm_type()),
       mlp_(config, parallel.tp().size()),
-      moe_(config.moe.enabled() ? std::optional<MoeBlock>(MoeBlockConfig::from_model(
-                                      config, parallel.layout().dims().expert_model_parallel_size))
-                                : std::nullopt),
+      moe_(config.moe.enabled()
+               ? std::optional<MoeBlock>(MoeBlockConfig::from_model(
+                     config, {.ep = parallel.layout().dims().expert_model_parallel_size,
+                              .tp = parallel.tp().size(),
+                              .etp = params.layout().tp().expert_size(),
+                              .sequence_parallel = parallel.sequence_parallel()}))
+               : std::nullopt),
       vocab_rows_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shape[0] : 0),
       vocab_start_(vocab_entry(params.layout()) ? vocab_entry(params.layout())->shard_start : 0),
       head_(config, vocab_rows_, vocab_start_),
@@ -117,9 +121,10 @@ void CausalLm::set_moe_losses(const MoeLossConfig& config) {
   RF_CHECK(capacity_ == 0, "set_moe_losses after reserve: the activations are already sized");
   moe_losses_.reset();
   if (!config.any() || !moe_) return;
-  RF_CHECK(config.balancing != MoeBalancing::seq_aux_loss || parallel_.cp().size() == 1,
-           "moe_router_load_balancing_type: seq_aux_loss with context parallelism is not built (each rank's rows of "
-           "a document are two chunks)");
+  RF_CHECK(config.balancing != MoeBalancing::seq_aux_loss ||
+               (parallel_.cp().size() == 1 && !parallel_.sequence_parallel()),
+           "moe_router_load_balancing_type: seq_aux_loss with context or sequence parallelism is not built (a rank "
+           "holds parts of documents)");
   RF_CHECK(config.balancing != MoeBalancing::hf_pooled || span_.is_whole(config_),
            "Hugging Face's pooled load-balancing loss spans every MoE layer: not with a pipeline-parallel model");
   const RouterConfig& router = moe_->config().router;
@@ -152,7 +157,7 @@ ActivationShape CausalLm::activation_shape() const {
           .sequence_parallel = parallel_.sequence_parallel(),
           .vocab_columns = vocab_rows_,
           .dtype = params_.dtype(),
-          .ep_size = moe_ ? moe_->config().ep_size : 1,
+          .moe_parallel = moe_ ? moe_->config().parallel : MoeParallel{},
           .moe_capacity = moe_ ? moe_->config().capacity : CapacityConfig{}};
 }
 
@@ -199,7 +204,7 @@ void CausalLm::reserve(int64_t N) {
   if (moe_) moe_->reserve(moe_scratch_, N, dtype, workspace_account_);  // forward's too
   if (moe_losses_) {
     dlogits_extra_NE_ = Tensor({N, moe_->config().router.num_experts}, stat_dtype_for(dtype), workspace_account_);
-    if (parallel_.cp().size() > 1) real_tokens_N_ = Tensor({N}, DType::u8, workspace_account_);
+    real_tokens_N_ = Tensor({N}, DType::u8, workspace_account_);
   }
   if (grads_) {
     attention_.reserve(attention_scratch_, N, dtype, workspace_account_);
@@ -459,8 +464,8 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
     if (const TensorView record = layer_experts(in.record_experts_NLk, i); !record.empty())
       routed_experts(rows(layer_slots(a, i).moe.routing_map_NE, N), moe_->config().router.top_k, record);
     if (moe_losses_ && is_moe(i) && saved_for == SavedFor::backward)
-      moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, N), documents(in), real_tokens(in),
-                         parallel_.cp(), a.moe_losses);
+      moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, n), documents(in), real_tokens(in),
+                         moe_loss_group(), a.moe_losses);
     // Copied out at once (the next layer's forward would compete for the same cores), or dropped when no backward
     // reads it.
     if (i < a.offloaded.size())
@@ -552,8 +557,8 @@ void CausalLm::backward(const OutputGrads& grads, kernels::Accumulate linear_wei
                       layer_experts(in.replay_experts_NLk, i));
       TensorView dlogits_extra_NE;
       if (moe_losses_ && grads.moe_loss_scale != 0) {
-        dlogits_extra_NE = rows(dlogits_extra_NE_, N);
-        moe_losses_->backward(moe_index_[i], rows(s.moe.logits_NE, N), documents(in), real_tokens(in),
+        dlogits_extra_NE = rows(dlogits_extra_NE_, n);
+        moe_losses_->backward(moe_index_[i], rows(s.moe.logits_NE, n), documents(in), real_tokens(in),
                               grads.moe_loss_scale, a.moe_losses, dlogits_extra_NE);
       }
       moe_->backward(ctx, shape, layer_weights_[i].moe, layer_grads_[i].moe, rows(s.mid, n), s.moe, moe_scratch_,
@@ -646,11 +651,22 @@ void CausalLm::layer_forward(const LayerContext& ctx, const BatchShape& shape, A
 }
 
 TensorView CausalLm::real_tokens(const ModelInputs& in) {
-  if (in.context == nullptr) return TensorView();
-  const int64_t n = in.context->local_tokens();
-  const int rank = parallel_.cp().rank();
-  for (int64_t t = 0; t < n; ++t) real_tokens_N_.data<uint8_t>()[t] = in.context->source_token(rank, t) >= 0;
-  return rows(real_tokens_N_, n);
+  if (in.context == nullptr && in.padding_tokens == 0) return TensorView();
+  const int64_t n = in.context ? in.context->local_tokens() : in.batch * in.seq_len;
+  uint8_t* real = real_tokens_N_.data<uint8_t>();
+  if (in.context) {
+    const int rank = parallel_.cp().rank();
+    for (int64_t t = 0; t < n; ++t) real[t] = in.context->source_token(rank, t) >= 0;
+  } else {
+    for (int64_t t = 0; t < n; ++t) real[t] = t < n - in.padding_tokens;
+  }
+  if (!parallel_.sequence_parallel()) return rows(real_tokens_N_, n);
+  const int64_t local = n / parallel_.tp().size();  // sequence parallel: this TP rank's rows of them
+  return TensorView(real_tokens_N_).slice(0, parallel_.tp().rank() * local, local);
+}
+
+dist::ProcessGroup& CausalLm::moe_loss_group() const {
+  return parallel_.sequence_parallel() ? parallel_.group(dist::GroupKind::tp_cp) : parallel_.cp();
 }
 
 std::span<const int32_t> CausalLm::documents(const ModelInputs& in) {
@@ -688,14 +704,19 @@ void CausalLm::finish_grads() {
   auto sum = [&](TensorView grad) {
     if (!grad.empty()) tp.all_reduce(grad, dist::ReduceOp::sum);
   };
+  // An MoE layer's router (and shared-expert gate) saw only this rank's tokens with SP, as its norm; whole experts
+  // (expert_tensor_parallel_size 1) too: each TP rank ran them on its own tokens' rows.
   const bool sp = parallel_.sequence_parallel();
+  const bool whole_experts = moe_ && moe_->config().parallel.etp == 1;
   for (const LayerParams& g : layer_grads_) {
     sum(g.attention.q_norm_w_D);
     sum(g.attention.k_norm_w_D);
-    if (sp) {
-      sum(g.attention.norm_w_C);
-      sum(g.mlp.norm_w_C);
-    }
+    if (!sp) continue;
+    for (const TensorView& grad : {g.attention.norm_w_C, g.mlp.norm_w_C, g.moe.norm_w_C, g.moe.router_EC,
+                                   g.moe.shared_gate_1C})
+      sum(grad);
+    if (whole_experts)
+      for (const TensorView& grad : {g.moe.wg_EFC, g.moe.wu_EFC, g.moe.wd_ECF}) sum(grad);
   }
   if (!sp || !span_.post_process) return;
   if (config_.head == HeadKind::lm) {

@@ -49,7 +49,7 @@ struct ActivationShape {
   bool sequence_parallel = false;
   int64_t vocab_columns = 0;  // an LM head's columns of the padded vocabulary on this TP rank
   DType dtype = DType::f32;
-  int64_t ep_size = 1;  // expert parallel: an MoE layer's experts receive up to EP x its routed rows
+  MoeParallel moe_parallel;  // an MoE layer's experts receive up to EP (x ETP with SP) x its routed rows
   CapacityConfig moe_capacity;  // padded to capacity, an MoE layer may route more rows than N k
 };
 
@@ -273,10 +273,13 @@ class CausalLm {
     MlpParams mlp;  // dense layers
     MoeParams moe;  // MoE layers
   };
+  // The ranks a micro-batch's tokens are split over (CP, and TP with SP): the load-balancing counts' sum.
+  dist::ProcessGroup& moe_loss_group() const;
   bool is_moe(size_t i) const { return config_.moe.is_moe_layer(span_.hf_layers[i]); }
   // The micro-batch's documents as row offsets (cu_seqlens, or one per row when it has none).
   std::span<const int32_t> documents(const ModelInputs& inputs);
-  // u8, 0 at the context-parallel split's padding rows (empty without CP: every row is real).
+  // u8 over this rank's rows, 0 at the context-parallel split's or sequence parallel's padding rows (empty when
+  // every row is real).
   TensorView real_tokens(const ModelInputs& inputs);
   // A layer's saved tensors in a micro-batch's Activations (or a recompute group's scratch): its MLP's or MoE's.
   void reserve_layer(Activations& a, size_t slot, bool moe, const SelectiveRecompute& discard);

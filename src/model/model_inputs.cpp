@@ -37,6 +37,7 @@ ModelInputs PackedSequences::inputs(double temperature) const {
   in.targets_N = targets_N;
   in.cu_seqlens = cu_seqlens;
   in.temperature = temperature;
+  in.padding_tokens = padding_tokens;
   return in;
 }
 

@@ -21,6 +21,9 @@ struct ModelInputs {
   // Packed documents on the flattened N axis ([0, e1, ..., N]); empty: each row is one document.
   std::span<const int32_t> cu_seqlens;
   double temperature = 1.0;  // logits are divided by it before the softmax
+  // Sequence parallel's padding document at the end (engine/sequence_padding.h): it takes no loss, and the MoE
+  // load-balancing losses do not count it.
+  int64_t padding_tokens = 0;
   // A pipeline chunk without the embedding (causal_lm.h's ModelSpan): its input, the previous chunk's output
   // (this rank's rows of the residual stream). Copied by forward.
   TensorView hidden_NC;
@@ -77,6 +80,7 @@ void make_causal_lm_targets(TensorView tokens_N, std::span<const int32_t> cu_seq
 struct PackedSequences {
   Tensor tokens_N, positions_N, targets_N;  // i64
   std::vector<int32_t> cu_seqlens;
+  int64_t padding_tokens = 0;  // as ModelInputs'
   ModelInputs inputs(double temperature = 1.0) const;
 };
 PackedSequences pack_sequences(const std::vector<std::vector<int64_t>>& sequences);

@@ -7,6 +7,7 @@
 #include "model/moe_rows.h"
 #include "model/param_layout.h"
 #include "model/param_store.h"
+#include "model/tp_region.h"
 
 namespace rf::model {
 namespace {
@@ -101,14 +102,14 @@ void sigmoid_rows(TensorView logits_N1, TensorView out_N) {
 
 }  // namespace
 
-MoeBlockConfig MoeBlockConfig::from_model(const ModelConfig& c, int64_t ep_size) {
+MoeBlockConfig MoeBlockConfig::from_model(const ModelConfig& c, const MoeParallel& parallel) {
   return MoeBlockConfig{.router = c.moe.router(),
                         .hidden = c.hidden_size,
-                        .expert_ffn = c.moe.moe_intermediate_size,
-                        .shared_ffn = c.moe.shared_expert_intermediate_size,
+                        .expert_ffn = c.moe.moe_intermediate_size / parallel.etp,
+                        .shared_ffn = c.moe.shared_expert_intermediate_size / parallel.tp,
                         .shared_gate = c.moe.shared_expert_gate,
                         .rms_norm_eps = c.rms_norm_eps,
-                        .ep_size = ep_size};
+                        .parallel = parallel};
 }
 
 template <class Store>
@@ -132,8 +133,11 @@ template MoeParams MoeParams::bind<GradBuffer>(const GradBuffer&, int64_t, const
 MoeBlock::MoeBlock(const MoeBlockConfig& config) : config_(config) {
   config_.router.validate("");
   config_.capacity.validate("");
-  RF_CHECK(config_.ep_size >= 1 && config_.router.num_experts % config_.ep_size == 0,
-           "expert_model_parallel_size {} does not divide the {} experts", config_.ep_size, config_.router.num_experts);
+  const MoeParallel& p = config_.parallel;
+  RF_CHECK(p.ep >= 1 && config_.router.num_experts % p.ep == 0,
+           "expert_model_parallel_size {} does not divide the {} experts", p.ep, config_.router.num_experts);
+  RF_CHECK(p.tp >= 1 && (p.etp == 1 || p.etp == p.tp), "expert tensor parallel size {} at TP {}: expected 1 or {}",
+           p.etp, p.tp, p.tp);
 }
 
 int64_t MoeBlock::max_routed_rows(int64_t N) const {
@@ -142,30 +146,48 @@ int64_t MoeBlock::max_routed_rows(int64_t N) const {
   return std::max(N * k, E * std::min(N, expert_capacity(N, k, E, config_.capacity.capacity_factor)));
 }
 
-dist::ProcessGroup* MoeBlock::expert_group(const LayerContext& ctx) const {
-  if (config_.ep_size == 1) return nullptr;
-  dist::ProcessGroup& ep = ctx.parallel.group(dist::GroupKind::ep);
-  RF_CHECK(ep.size() == config_.ep_size, "MoE block for {} EP ranks in a group of {}", config_.ep_size, ep.size());
-  return &ep;
+int64_t MoeBlock::max_expert_rows(int64_t N) const {
+  return max_routed_rows(N) * config_.parallel.ep * (config_.parallel.etp_gathers() ? config_.parallel.etp : 1);
 }
 
-MoeBlock::ExpertSide MoeBlock::expert_side(const MoeSaved& s, const MoeParams& w) const {
-  const int64_t E = config_.router.num_experts, J = s.routed_rows, R = s.expert_rows;
-  if (config_.ep_size == 1)
-    return {rows(s.permuted_JC, J), rows(s.probs_J, J), std::span<const int64_t>(s.tokens_per_expert_E.data<int64_t>(),
-                                                                                 size_t(E)),
-            J, w.wg_EFC, w.wu_EFC, w.wd_ECF};
+ExpertExchange MoeBlock::exchange(const LayerContext& ctx, MoeSaved& s) const {
+  const MoeParallel& p = config_.parallel;
+  dist::ProcessGroup* ep = nullptr;
+  dist::ProcessGroup* etp = nullptr;
+  if (p.ep > 1) {
+    ep = &ctx.parallel.group(dist::GroupKind::ep);
+    RF_CHECK(ep->size() == p.ep, "MoE block for {} EP ranks in a group of {}", p.ep, ep->size());
+  }
+  if (p.etp > 1) {
+    // The layout splits the experts by TP rank (param_layout.h): the ETP group must be the TP group.
+    etp = &ctx.parallel.group(dist::GroupKind::etp);
+    RF_CHECK(etp->size() == p.etp && etp->rank() == ctx.parallel.tp().rank(),
+             "MoE block for {} expert-TP ranks: the expert-TP group ({} ranks, this one {}) is not the TP group (this "
+             "rank {})",
+             p.etp, etp->size(), etp->rank(), ctx.parallel.tp().rank());
+  }
+  RF_CHECK(p.sequence_parallel == ctx.parallel.sequence_parallel(), "MoE block built {} sequence parallel, run {}",
+           p.sequence_parallel ? "with" : "without", ctx.parallel.sequence_parallel() ? "with it" : "without");
+  return ExpertExchange(ep, etp, p.sequence_parallel, s.plan, s.etp_plan);
+}
+
+MoeBlock::ExpertSide MoeBlock::expert_side(const MoeSaved& s, const ExpertExchange& exchange,
+                                           const MoeParams& w) const {
+  const int64_t R = s.expert_rows;
+  const TensorView x_RC = exchange.moves_rows() ? rows(s.expert_rows_RC, R) : rows(s.permuted_JC, R);
+  const TensorView probs_R = exchange.moves_rows() ? rows(s.expert_probs_R, R) : rows(s.probs_J, R);
+  if (config_.parallel.ep == 1) return {x_RC, probs_R, exchange.expert_sizes(), R, w.wg_EFC, w.wu_EFC, w.wd_ECF};
   const int64_t first = s.plan.first_expert(), count = s.plan.local_experts();
-  return {rows(s.expert_rows_RC, R), rows(s.expert_probs_R, R), s.plan.local_sizes, R,
-          w.wg_EFC.slice(0, first, count), w.wu_EFC.slice(0, first, count), w.wd_ECF.slice(0, first, count)};
+  return {x_RC, probs_R, exchange.expert_sizes(), R, w.wg_EFC.slice(0, first, count), w.wu_EFC.slice(0, first, count),
+          w.wd_ECF.slice(0, first, count)};
 }
 
 template <class Visit>
 void MoeBlock::for_each_saved(MoeSaved& s, int64_t N, DType dtype, Visit&& f) const {
   const DType stat = stat_dtype_for(dtype);
-  const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N);
-  const int64_t R = config_.ep_size * J;  // every EP rank's rows could choose this rank's experts
+  const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N), R = max_expert_rows(N);
   const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
+  const bool moves_rows = config_.parallel.ep > 1 || config_.parallel.etp_gathers();
   f(s.xn_NC, Shape{N, C}, dtype);
   f(s.rstd_N, Shape{N}, stat);
   for (Tensor* t : {&s.logits_NE, &s.probs_NE}) f(*t, Shape{N, E}, stat);
@@ -179,12 +201,13 @@ void MoeBlock::for_each_saved(MoeSaved& s, int64_t N, DType dtype, Visit&& f) co
   f(s.tokens_per_expert_E, Shape{E}, DType::i64);
   f(s.probs_J, Shape{J}, stat);
   f(s.permuted_JC, Shape{J, C}, dtype);
-  if (config_.ep_size > 1) {
+  if (moves_rows) {
     f(s.expert_rows_RC, Shape{R, C}, dtype);
     f(s.expert_probs_R, Shape{R}, stat);
   }
   for (Tensor* t : {&s.gate_RF, &s.up_RF, &s.act_RF}) f(*t, Shape{R, F}, dtype);
   if (S == 0) return;
+  if (config_.parallel.sequence_parallel) f(s.shared_xn_NC, Shape{N, C}, dtype);
   for (Tensor* t : {&s.shared_gate_NS, &s.shared_up_NS, &s.shared_act_NS}) f(*t, Shape{N, S}, dtype);
   f(s.shared_out_NC, Shape{N, C}, dtype);
   f(s.shared_scale_N, Shape{N}, stat);
@@ -205,16 +228,22 @@ int64_t MoeBlock::saved_bytes(int64_t N, DType dtype) const {
 
 void MoeBlock::reserve(MoeScratch& s, int64_t N, DType dtype, TensorAccount a) const {
   const DType stat = stat_dtype_for(dtype);
-  const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N);
-  const int64_t R = config_.ep_size * J, F = config_.expert_ffn, S = config_.shared_ffn;
+  const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N), R = max_expert_rows(N);
+  const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
+  const MoeParallel& p = config_.parallel;
   for (Tensor* t : {&s.expert_dy_RC, &s.dexpert_rows_RC}) *t = Tensor({R, C}, dtype, a);
   for (Tensor* t : {&s.scaled_act_RF, &s.dscaled_RF, &s.dact_RF, &s.dgate_RF, &s.dup_RF}) *t = Tensor({R, F}, dtype, a);
   s.dprobs_J = Tensor({J}, stat, a);
-  if (config_.ep_size > 1) {
+  if (p.ep > 1 || p.etp_gathers()) {
     s.dprobs_R = Tensor({R}, stat, a);
     s.local_JC = Tensor({J, C}, dtype, a);
     s.staging_RC = Tensor({R, C}, dtype, a);
     s.staging_R1 = Tensor({R, 1}, stat, a);
+  }
+  if (p.ep > 1 && p.etp_gathers()) {
+    const int64_t exchanged = max_routed_rows(N) * p.ep;
+    s.middle_RC = Tensor({exchanged, C}, dtype, a);
+    s.middle_R1 = Tensor({exchanged, 1}, stat, a);
   }
   s.dprobs_NE = Tensor({N, E}, stat, a);
   s.dlogits_NE = Tensor({N, E}, stat, a);
@@ -226,11 +255,12 @@ void MoeBlock::reserve(MoeScratch& s, int64_t N, DType dtype, TensorAccount a) c
   for (Tensor* t : {&s.dshared_act_NS, &s.dshared_gate_NS, &s.dshared_up_NS}) *t = Tensor({N, S}, dtype, a);
   s.dshared_scale_N = Tensor({N}, stat, a);
   s.shared_logit_N1 = Tensor({N, 1}, dtype, a);
+  if (p.sequence_parallel) s.dshared_xn_NC = Tensor({N, C}, dtype, a);
 }
 
 void MoeBlock::forward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, TensorView h_NC,
                        TensorView y_NC, MoeSaved& s, MoeScratch& scratch, TensorView replay_experts_Nk) const {
-  const int64_t N = shape.num_tokens();
+  const int64_t N = shape.local_tokens;
   const TensorView xn_NC = rows(s.xn_NC, N);
   kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
   ctx.kernels.rmsnorm_forward({config_.rms_norm_eps}, h_NC, w.norm_w_C, xn_NC, norm_saved);
@@ -241,7 +271,7 @@ void MoeBlock::forward(const LayerContext& ctx, const BatchShape& shape, const M
 void MoeBlock::backward(const LayerContext& ctx, const BatchShape& shape, const MoeParams& w, const MoeParams& g,
                         TensorView h_NC, MoeSaved& s, MoeScratch& scratch, TensorView dresid_NC,
                         TensorView dlogits_extra_NE) const {
-  const int64_t N = shape.num_tokens();
+  const int64_t N = shape.local_tokens;
   const TensorView dxn_NC = rows(scratch.dxn_NC, N);
   backward_experts(ctx, w, g, rows(s.xn_NC, N), s, scratch, dresid_NC, dxn_NC, dlogits_extra_NE);
   const kernels::RmsNormSaved norm_saved{rows(s.rstd_N, N)};
@@ -277,15 +307,15 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   const TensorView sorted_J = rows(s.sorted_J, J), permuted_JC = rows(s.permuted_JC, J);
   k.moe_permute(xn_NC, routed_map_NE, TensorView(), permuted_JC, TensorView(), sorted_J, s.tokens_per_expert_E);
   gather_row_probs(s, routed_probs_NE, E, J);
-  dist::ProcessGroup* ep = expert_group(ctx);
-  s.expert_rows = J;
-  if (ep) {  // the rows go to their experts' ranks, with their weights
-    plan_expert_rows(*ep, s.tokens_per_expert_E, s.plan);
-    s.expert_rows = s.plan.rows;
-    dispatch_rows(*ep, s.plan, permuted_JC, scratch.staging_RC, s.expert_rows_RC);
-    dispatch_rows(*ep, s.plan, as_column(s.probs_J, J), scratch.staging_R1, as_column(s.expert_probs_R, s.plan.rows));
+  ExpertExchange rows_way = exchange(ctx, s);
+  rows_way.plan(s.tokens_per_expert_E);
+  s.expert_rows = rows_way.expert_rows();
+  if (rows_way.moves_rows()) {  // the rows go to their experts' ranks, with their weights
+    rows_way.to_experts(permuted_JC, scratch.middle_RC, scratch.staging_RC, s.expert_rows_RC);
+    rows_way.to_experts(as_column(s.probs_J, J), scratch.middle_R1, scratch.staging_R1,
+                        as_column(s.expert_probs_R, s.expert_rows));
   }
-  const ExpertSide x = expert_side(s, w);
+  const ExpertSide x = expert_side(s, rows_way, w);
   const int64_t R = x.rows;
   const TensorView gate_RF = rows(s.gate_RF, R), up_RF = rows(s.up_RF, R), act_RF = rows(s.act_RF, R);
   const ExpertGemms gemms{k, config_.grouped_gemm, x.sizes};
@@ -295,21 +325,27 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   const TensorView scaled_RF = rows(scratch.scaled_act_RF, R), down_RC = rows(scratch.expert_dy_RC, R);
   scale_rows(act_RF, x.probs_R, scaled_RF);
   gemms.forward(scaled_RF, x.wd_ECF, down_RC);
-  TensorView down_JC = down_RC;
-  if (ep) {
-    down_JC = rows(scratch.local_JC, J);
-    combine_rows(*ep, s.plan, down_RC, scratch.staging_RC, down_JC);
-  }
+  const TensorView down_JC = rows_way.from_experts(down_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
   k.moe_unpermute(down_JC, sorted_J, y_NC, Accumulate::add);
-  if (config_.shared_ffn == 0) return;
+  if (config_.shared_ffn > 0) shared_forward(ctx, w, xn_NC, y_NC, s, scratch);
+}
 
-  const TensorView sg_NS = rows(s.shared_gate_NS, N), su_NS = rows(s.shared_up_NS, N);
-  const TensorView sact_NS = rows(s.shared_act_NS, N), sout_NC = rows(s.shared_out_NC, N);
+void MoeBlock::shared_forward(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC,
+                              MoeSaved& s, MoeScratch& scratch) const {
+  const auto& k = ctx.kernels;
+  const int64_t N = xn_NC.size(0);
+  // Split over TP as the dense MLP (tp_region.h): with SP its input is every rank's tokens, gathered.
+  const TensorView xs_NC = enter_column_parallel(ctx, xn_NC, ctx.parallel.sequence_parallel()
+                                                                 ? rows(s.shared_xn_NC, N * ctx.parallel.tp().size())
+                                                                 : TensorView());
+  const int64_t Ns = xs_NC.size(0);
+  const TensorView sg_NS = rows(s.shared_gate_NS, Ns), su_NS = rows(s.shared_up_NS, Ns);
+  const TensorView sact_NS = rows(s.shared_act_NS, Ns), sout_NC = rows(s.shared_out_NC, N);
   const TensorView scale_N = rows(s.shared_scale_N, N);
-  k.linear_forward(xn_NC, w.shared_wg_SC, TensorView(), sg_NS);
-  k.linear_forward(xn_NC, w.shared_wu_SC, TensorView(), su_NS);
+  k.linear_forward(xs_NC, w.shared_wg_SC, TensorView(), sg_NS);
+  k.linear_forward(xs_NC, w.shared_wu_SC, TensorView(), su_NS);
   k.swiglu_forward(sg_NS, su_NS, sact_NS);
-  k.linear_forward(sact_NS, w.shared_wd_CS, TensorView(), sout_NC);
+  row_parallel_linear(ctx, sact_NS, w.shared_wd_CS, sout_NC, ctx.sp_full(Ns));
   if (config_.shared_gate) {
     const TensorView logit_N1 = rows(scratch.shared_logit_N1, N);
     k.linear_forward(xn_NC, w.shared_gate_1C, TensorView(), logit_N1);
@@ -323,19 +359,21 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
 void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, const MoeParams& g, TensorView xn_NC,
                                 MoeSaved& s, MoeScratch& scratch, TensorView dy_NC, TensorView dxn_NC,
                                 TensorView dlogits_extra_NE) const {
+  RF_CHECK(config_.parallel.tp == 1 || config_.parallel.sequence_parallel,
+           "MoE backward at TP {} needs sequence parallel (as Megatron's)", config_.parallel.tp);
   const auto& k = ctx.kernels;
   const Accumulate wgrad_mode = ctx.linear_weight_grads;
   const int64_t N = xn_NC.size(0), E = config_.router.num_experts, J = s.routed_rows;
   const TensorView sorted_J = rows(s.sorted_J, J);
-  const ExpertSide x = expert_side(s, w), gx = expert_side(s, g);
+  ExpertExchange rows_way = exchange(ctx, s);
+  const ExpertSide x = expert_side(s, rows_way, w), gx = expert_side(s, rows_way, g);
   const int64_t R = x.rows;
-  dist::ProcessGroup* ep = expert_group(ctx);
 
-  // Each row's output gradient, moved to its expert's rank as the rows were.
+  // Each row's output gradient, moved to its expert's rank (and every ETP rank) as the rows were.
   const TensorView dy_RC = rows(scratch.expert_dy_RC, R);
-  if (ep) {
+  if (rows_way.moves_rows()) {
     k.moe_gather(dy_NC, sorted_J, rows(scratch.local_JC, J));
-    dispatch_rows(*ep, s.plan, rows(scratch.local_JC, J), scratch.staging_RC, dy_RC);
+    rows_way.to_experts(rows(scratch.local_JC, J), scratch.middle_RC, scratch.staging_RC, dy_RC);
   } else {
     k.moe_gather(dy_NC, sorted_J, dy_RC);
   }
@@ -346,7 +384,8 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   const ExpertGemms gemms{k, config_.grouped_gemm, x.sizes};
   gemms.dgrad(dy_RC, x.wd_ECF, dscaled_RF, Accumulate::overwrite);
   gemms.wgrad(dy_RC, scaled_RF, gx.wd_ECF, wgrad_mode);
-  const TensorView dprobs_J = rows(scratch.dprobs_J, J), dprobs_R = ep ? rows(scratch.dprobs_R, R) : dprobs_J;
+  // Each row's weight gradient (a partial sum over this rank's FFN shard with ETP).
+  const TensorView dprobs_R = rows_way.moves_rows() ? rows(scratch.dprobs_R, R) : rows(scratch.dprobs_J, J);
   row_dots(dscaled_RF, act_RF, dprobs_R);
   scale_rows(dscaled_RF, x.probs_R, dact_RF);
 
@@ -357,12 +396,11 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   gemms.dgrad(dup_RF, x.wu_EFC, dx_RC, Accumulate::add);
   gemms.wgrad(dgate_RF, x.x_RC, gx.wg_EFC, wgrad_mode);
   gemms.wgrad(dup_RF, x.x_RC, gx.wu_EFC, wgrad_mode);
-  TensorView dpermuted_JC = dx_RC;
-  if (ep) {  // the rows' gradients and their weights' back to the tokens' rank
-    dpermuted_JC = rows(scratch.local_JC, J);
-    combine_rows(*ep, s.plan, dx_RC, scratch.staging_RC, dpermuted_JC);
-    combine_rows(*ep, s.plan, as_column(scratch.dprobs_R, R), scratch.staging_R1, as_column(scratch.dprobs_J, J));
-  }
+  // The rows' gradients and their weights' back to the tokens' rank, summed over the FFN shards.
+  const TensorView dpermuted_JC = rows_way.from_experts(dx_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
+  const TensorView dprobs_J =
+      rows_way.from_experts(dprobs_R.reshape({R, 1}), scratch.middle_R1, scratch.staging_R1, as_column(scratch.dprobs_J, J));
+  RF_CHECK(dprobs_J.raw() == rows(scratch.dprobs_J, J).raw(), "moe backward: the weights' gradients are not in dprobs_J");
   k.moe_unpermute(dpermuted_JC, sorted_J, dxn_NC, Accumulate::overwrite);
 
   // The router: the weights' gradients back to the logits (the choice has none), plus the balancing losses'.
@@ -379,8 +417,16 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   }
   k.linear_dgrad(dlogits_cast_NE, w.router_EC, dxn_NC, Accumulate::add);
   k.linear_wgrad(dlogits_cast_NE, xn_NC, g.router_EC, TensorView(), wgrad_mode);
-  if (config_.shared_ffn == 0) return;
+  if (config_.shared_ffn > 0) shared_backward(ctx, w, g, xn_NC, s, scratch, dy_NC, dxn_NC);
+}
 
+void MoeBlock::shared_backward(const LayerContext& ctx, const MoeParams& w, const MoeParams& g, TensorView xn_NC,
+                               MoeSaved& s, MoeScratch& scratch, TensorView dy_NC, TensorView dxn_NC) const {
+  const auto& k = ctx.kernels;
+  const Accumulate wgrad_mode = ctx.linear_weight_grads;
+  const int64_t N = xn_NC.size(0);
+  const bool sp = ctx.parallel.sequence_parallel();
+  const int64_t Ns = sp ? N * ctx.parallel.tp().size() : N;
   const TensorView sout_NC = rows(s.shared_out_NC, N), scale_N = rows(s.shared_scale_N, N);
   const TensorView dsout_NC = rows(scratch.dshared_out_NC, N);
   scale_rows(dy_NC, scale_N, dsout_NC);
@@ -395,15 +441,21 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
     k.linear_dgrad(dlogit_N1, w.shared_gate_1C, dxn_NC, Accumulate::add);
     k.linear_wgrad(dlogit_N1, xn_NC, g.shared_gate_1C, TensorView(), wgrad_mode);
   }
-  const TensorView dsact_NS = rows(scratch.dshared_act_NS, N), sact_NS = rows(s.shared_act_NS, N);
-  k.linear_dgrad(dsout_NC, w.shared_wd_CS, dsact_NS, Accumulate::overwrite);
-  k.linear_wgrad(dsout_NC, sact_NS, g.shared_wd_CS, TensorView(), wgrad_mode);
-  const TensorView dsg_NS = rows(scratch.dshared_gate_NS, N), dsu_NS = rows(scratch.dshared_up_NS, N);
-  k.swiglu_backward(rows(s.shared_gate_NS, N), rows(s.shared_up_NS, N), dsact_NS, dsg_NS, dsu_NS);
-  k.linear_dgrad(dsg_NS, w.shared_wg_SC, dxn_NC, Accumulate::add);
-  k.linear_dgrad(dsu_NS, w.shared_wu_SC, dxn_NC, Accumulate::add);
-  k.linear_wgrad(dsg_NS, xn_NC, g.shared_wg_SC, TensorView(), wgrad_mode);
-  k.linear_wgrad(dsu_NS, xn_NC, g.shared_wu_SC, TensorView(), wgrad_mode);
+  // The TP regions' backward (tp_region.h): the output gradient of all N tokens, the input's summed over TP.
+  const TensorView dsout_full = row_parallel_output_grad(ctx, dsout_NC, ctx.sp_full(Ns));
+  const TensorView dsact_NS = rows(scratch.dshared_act_NS, Ns), sact_NS = rows(s.shared_act_NS, Ns);
+  k.linear_dgrad(dsout_full, w.shared_wd_CS, dsact_NS, Accumulate::overwrite);
+  k.linear_wgrad(dsout_full, sact_NS, g.shared_wd_CS, TensorView(), wgrad_mode);
+  const TensorView dsg_NS = rows(scratch.dshared_gate_NS, Ns), dsu_NS = rows(scratch.dshared_up_NS, Ns);
+  k.swiglu_backward(rows(s.shared_gate_NS, Ns), rows(s.shared_up_NS, Ns), dsact_NS, dsg_NS, dsu_NS);
+  // Without SP the input gradient joins dxn_NC directly (TP 1: the backward refuses TP > 1 without SP).
+  const TensorView xs_NC = sp ? rows(s.shared_xn_NC, Ns) : xn_NC;
+  const TensorView dxs_NC = sp ? rows(scratch.dshared_xn_NC, Ns) : dxn_NC;
+  k.linear_dgrad(dsg_NS, w.shared_wg_SC, dxs_NC, sp ? Accumulate::overwrite : Accumulate::add);
+  k.linear_dgrad(dsu_NS, w.shared_wu_SC, dxs_NC, Accumulate::add);
+  k.linear_wgrad(dsg_NS, xs_NC, g.shared_wg_SC, TensorView(), wgrad_mode);
+  k.linear_wgrad(dsu_NS, xs_NC, g.shared_wu_SC, TensorView(), wgrad_mode);
+  if (sp) add_rows(leave_column_parallel_backward(ctx, dxs_NC, ctx.sp_local(N)), dxn_NC);
 }
 
 }  // namespace rf::model

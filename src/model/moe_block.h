@@ -6,14 +6,20 @@
 // per projection over all experts; each row's activation is scaled by its routing weight before the down
 // projection, as Megatron's experts do (§6.7), so the combine (moe_unpermute) is a plain sum, in increasing row order.
 // forward_experts / backward_experts are the layer without its norm and residual (DeepSeek-V3's DeepseekV3MoE).
-// Expert parallel (ep_size > 1, the LayerContext's EP group): this rank runs experts [q E/EP, (q+1) E/EP) on the rows
-// every EP rank routes to them (moe_dispatch.h); every rank keeps all experts' weights (the layout is the whole
-// model's: each expert's gradient comes from its own rank, zeros elsewhere, and the data-parallel sum completes it).
-// No tensor or sequence parallelism yet (ParamLayout refuses MoE at TP > 1 by name).
+// Parallel (MoeParallel; moe_dispatch.h moves the rows):
+//   EP   this rank runs experts [q E/EP, (q+1) E/EP) of its EP group on the rows every EP rank routes to them; every
+//        rank keeps all experts' weights (the layout is the whole model's: each expert's gradient comes from its own
+//        rank, zeros elsewhere, and the data-parallel sum completes it).
+//   TP   the router and norm are replicated: with sequence parallel each TP rank routes its own n = N / TP tokens
+//        (their gradients summed over TP by CausalLm::finish_grads, as the norms'); the shared expert is split over
+//        TP as the dense MLP (its input all-gathered, its output reduce-scattered); each expert's FFN is split over
+//        TP when etp = TP (its rows gathered over the ETP ranks, its partial outputs summed), or whole with etp = 1
+//        (its gradients summed over TP). Training at TP > 1 needs sequence parallel (as Megatron); forward-only
+//        passes without it run every TP rank on all N tokens.
 // The router runs in the statistics dtype (f32 for f32 and bf16 weights, f64 for f64) on logits computed in the
 // weights' dtype (HF's Qwen-MoE gate is a Linear in the model's dtype, its softmax in f32).
-// Legend: N tokens, C hidden, E experts, k = top_k, J = N k routed rows, F an expert's FFN width, S the shared
-// expert's.
+// Legend: N tokens (n this rank's with SP), C hidden, E experts, k = top_k, J = n k routed rows, F an expert's FFN
+// width on this rank, S the shared expert's.
 #pragma once
 
 #include "core/tensor.h"
@@ -25,19 +31,29 @@
 
 namespace rf::model {
 
+// The groups an MoE layer's experts are split over.
+struct MoeParallel {
+  int64_t ep = 1;   // expert_model_parallel_size (with TP-extend-EP, times the TP size)
+  int64_t tp = 1;   // the dense TP size: the shared expert's split
+  int64_t etp = 1;  // each expert's FFN split: 1 or tp
+  bool sequence_parallel = false;
+  // The expert-TP ranks route different tokens: their rows are gathered for the experts.
+  bool etp_gathers() const { return etp > 1 && sequence_parallel; }
+};
+
 struct MoeBlockConfig {
   RouterConfig router;
   int64_t hidden = 0;      // C
-  int64_t expert_ffn = 0;  // F
-  int64_t shared_ffn = 0;  // S; 0: no shared expert
+  int64_t expert_ffn = 0;  // F: moe_intermediate_size / etp
+  int64_t shared_ffn = 0;  // S: shared_expert_intermediate_size / tp; 0: no shared expert
   bool shared_gate = false;
   double rms_norm_eps = 1e-6;
-  int64_t ep_size = 1;  // expert_model_parallel_size
+  MoeParallel parallel;
   // Dropless, or each expert's tokens capped at capacity before the dispatch (moe_capacity.h): a dropped (token,
   // expert) pair routes no row; with pad_to_capacity every expert gets exactly its capacity (zero-weight rows).
   CapacityConfig capacity;
   bool grouped_gemm = true;  // moe_grouped_gemm; false: a linear call per expert (Megatron's SequentialMLP)
-  static MoeBlockConfig from_model(const ModelConfig& config, int64_t ep_size = 1);
+  static MoeBlockConfig from_model(const ModelConfig& config, const MoeParallel& parallel = {});
 };
 
 struct MoeParams {
@@ -61,10 +77,12 @@ struct MoeSaved {
   Tensor sorted_J, tokens_per_expert_E;  // i64: the rows' source tokens; rows per expert
   Tensor probs_J;                        // each row's routing weight
   Tensor permuted_JC;
-  // What this rank's experts compute on (R rows: J without expert parallelism, where the two are one): with EP the
-  // rows and weights dispatched to them, the plan of that exchange, then the experts' activations.
+  // What this rank's experts compute on (R rows: J when no rows move, where the two are one): with EP or ETP the
+  // rows and weights moved to them, the plans of that exchange, then the experts' activations.
   Tensor expert_rows_RC, expert_probs_R;
   ExpertRowPlan plan;
+  ExpertTpPlan etp_plan;
+  Tensor shared_xn_NC;  // sequence parallel: the normed input of all N tokens, the shared expert's
   Tensor gate_RF, up_RF, act_RF;
   Tensor shared_gate_NS, shared_up_NS, shared_act_NS, shared_out_NC, shared_scale_N;
   int64_t routed_rows = 0;  // J of the last forward
@@ -75,25 +93,27 @@ struct MoeSaved {
   void for_each_tensor(F&& f) {
     for (Tensor* t : {&xn_NC, &rstd_N, &logits_NE, &probs_NE, &routing_map_NE, &kept_probs_NE, &kept_map_NE,
                       &router.scores_TE, &sorted_J, &tokens_per_expert_E, &probs_J, &permuted_JC, &expert_rows_RC,
-                      &expert_probs_R, &gate_RF, &up_RF, &act_RF, &shared_gate_NS, &shared_up_NS, &shared_act_NS,
-                      &shared_out_NC, &shared_scale_N})
+                      &expert_probs_R, &gate_RF, &up_RF, &act_RF, &shared_xn_NC, &shared_gate_NS, &shared_up_NS,
+                      &shared_act_NS, &shared_out_NC, &shared_scale_N})
       f(*t);
   }
 };
 
-// Expert side (R rows) and, with expert parallelism, the local side (J rows) and the exchange's staging.
+// Expert side (R rows) and, when rows move, the local side (J rows), the exchange's staging and its EP-exchanged
+// rows on their way to the ETP gather (middle).
 struct MoeScratch {
   Tensor expert_dy_RC, scaled_act_RF, dscaled_RF, dact_RF, dgate_RF, dup_RF, dexpert_rows_RC, dprobs_R;
-  Tensor local_JC, staging_RC, staging_R1, dprobs_J, dprobs_NE;
+  Tensor local_JC, staging_RC, staging_R1, middle_RC, middle_R1, dprobs_J, dprobs_NE;
   Tensor dlogits_NE, dlogits_cast_NE, logits_cast_NE, dxn_NC;
   Tensor dshared_out_NC, dshared_act_NS, dshared_gate_NS, dshared_up_NS, dshared_scale_N, shared_logit_N1;
+  Tensor dshared_xn_NC;  // sequence parallel: the shared expert's input gradient for all N tokens
 
   template <class F>
   void for_each_tensor(F&& f) {
     for (Tensor* t : {&expert_dy_RC, &scaled_act_RF, &dscaled_RF, &dact_RF, &dgate_RF, &dup_RF, &dexpert_rows_RC,
-                      &dprobs_R, &local_JC, &staging_RC, &staging_R1, &dprobs_J, &dprobs_NE, &dlogits_NE,
-                      &dlogits_cast_NE, &logits_cast_NE, &dxn_NC, &dshared_out_NC, &dshared_act_NS, &dshared_gate_NS,
-                      &dshared_up_NS, &dshared_scale_N, &shared_logit_N1})
+                      &dprobs_R, &local_JC, &staging_RC, &staging_R1, &middle_RC, &middle_R1, &dprobs_J, &dprobs_NE,
+                      &dlogits_NE, &dlogits_cast_NE, &logits_cast_NE, &dxn_NC, &dshared_out_NC, &dshared_act_NS,
+                      &dshared_gate_NS, &dshared_up_NS, &dshared_scale_N, &shared_logit_N1, &dshared_xn_NC})
       f(*t);
   }
 };
@@ -134,6 +154,8 @@ class MoeBlock {
  private:
   // The most rows a forward of max_tokens tokens routes: N k, or with pad_to_capacity E C when more.
   int64_t max_routed_rows(int64_t max_tokens) const;
+  // The most rows this rank's experts run on: every EP (and gathering ETP) rank's rows could choose them.
+  int64_t max_expert_rows(int64_t max_tokens) const;
   // Calls f(tensor, shape, dtype) for each tensor of `saved` that reserve allocates for max_tokens tokens.
   template <class Visit>
   void for_each_saved(MoeSaved& saved, int64_t max_tokens, DType dtype, Visit&& f) const;
@@ -145,9 +167,14 @@ class MoeBlock {
     int64_t rows = 0;
     TensorView wg_EFC, wu_EFC, wd_ECF;
   };
-  ExpertSide expert_side(const MoeSaved& saved, const MoeParams& w) const;
-  // The EP group when expert parallel, else null.
-  dist::ProcessGroup* expert_group(const LayerContext& ctx) const;
+  ExpertSide expert_side(const MoeSaved& saved, const ExpertExchange& exchange, const MoeParams& w) const;
+  // The way of the rows to this rank's experts and back, over the groups the config splits them over.
+  ExpertExchange exchange(const LayerContext& ctx, MoeSaved& saved) const;
+  // The shared expert: forward adds its output to y_NC; backward adds its input gradient to dxn_NC.
+  void shared_forward(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC, MoeSaved& saved,
+                      MoeScratch& scratch) const;
+  void shared_backward(const LayerContext& ctx, const MoeParams& w, const MoeParams& g, TensorView xn_NC,
+                       MoeSaved& saved, MoeScratch& scratch, TensorView dy_NC, TensorView dxn_NC) const;
 
   MoeBlockConfig config_;
 };

@@ -1,21 +1,23 @@
-// Expert parallelism's token exchange (megatron.md §6.6): the routed rows of every EP rank's tokens move to the
-// ranks holding their experts and the experts' outputs move back. The local side is moe_permute's expert-major
-// order (experts are contiguous per EP rank, so it is EP-rank-major too); the expert side holds, for each local
-// expert in turn, the rows of EP rank 0's tokens, then rank 1's, ... (each in token order): one group per local
-// expert for the grouped GEMM. Both dispatchers produce that same order:
-//   alltoall   the per-expert row counts are all-gathered, then one all-to-all-v moves rows ranked
-//              (source rank, local expert), reordered to (local expert, source rank); combine is the inverse;
-//   allgather  every rank's tokens, routing map and weights are all-gathered and each rank permutes them by its
-//              local experts' columns; combine sums every rank's contributions to a token on the token's rank
-//              (an all-to-all-v of each rank's rows for that rank, summed in rank order).
-// Each dispatch's backward is its combine and vice versa. The counts are host vectors (one all-gather per layer:
-// the grouped GEMM needs them on the host, as Megatron's sync point). Rows of any dtype; W the row width.
-// Legend: N tokens, E experts, EP ranks, E_loc = E / EP local experts, J this rank's routed rows, R the rows its
-// experts receive.
+// The routed rows' way to this rank's experts and back (megatron.md §6.6, the alltoall dispatcher), through the
+// groups that apply:
+//   EP   the rows of every EP rank's tokens move to the ranks holding their experts by one all-to-all-v (the
+//        per-expert row counts all-gathered first, as Megatron's sync point: the grouped GEMM needs them on the host);
+//   ETP  with experts split over TP ranks (expert tensor parallelism, §6.7) and sequence parallel, each ETP rank's
+//        rows are all-gathered, so every FFN shard of an expert sees all of its rows; each shard's outputs are partial
+//        sums, completed by summing over ETP on the way back. Without SP the ETP ranks hold the same tokens: nothing
+//        is gathered, the partial outputs are all-reduced.
+// The local side is moe_permute's expert-major order (experts are contiguous per EP rank, so it is EP-rank-major
+// too); the expert side holds, for each local expert in turn, ETP rank 0's rows, then rank 1's, ... and within
+// each, EP rank 0's tokens' rows, then rank 1's, ... (each in token order): one group per local expert for the
+// grouped GEMM. Each way's backward is the other way (the ETP sum's is the gather, and vice versa).
+// Rows of any dtype; W the row width.
+// Legend: N tokens, E experts, EP / ETP the group sizes, E_loc = E / EP local experts, J this rank's routed rows,
+// R the rows the EP exchange brings, R' the rows the experts run on (R, or over every ETP rank with SP).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -31,7 +33,21 @@ constexpr std::array<std::pair<MoeDispatcher, std::string_view>, 2> enum_names(M
   return {{{MoeDispatcher::alltoall, "alltoall"}, {MoeDispatcher::allgather, "allgather"}}};
 }
 
-// Where one forward's rows go: counts[q * E + e] = the rows EP rank q routes to expert e.
+// Row chunks (rank p, local expert e) of rows[p * experts + e] rows each, and where each starts in rank-major
+// order (p slowest: as they arrive from the ranks) and in expert-major order (e slowest: each expert contiguous).
+struct ChunkOrder {
+  int64_t ranks = 1, experts = 0;
+  std::vector<int64_t> rows;  // [ranks, experts]
+  std::vector<int64_t> rank_major_starts, expert_major_starts;
+
+  // The starts, from `rows` (the vectors keep their capacity).
+  void place();
+  // Copies every chunk of `from` to its place in `to`: rank-major to expert-major, or back.
+  void reorder(TensorView from, TensorView to, bool from_rank_major) const;
+};
+
+// Where one forward's rows go over EP: counts[q * E + e] = the rows EP rank q routes to expert e. A plan reused for
+// the next forward (its vectors keep their capacity) allocates nothing in the training step.
 struct ExpertRowPlan {
   int64_t ep_size = 1, ep_rank = 0, num_experts = 0;
   std::vector<int64_t> counts;       // [EP, E], every rank's
@@ -39,22 +55,53 @@ struct ExpertRowPlan {
   std::vector<int64_t> recv_rows;    // [EP]: rank q's rows for this rank's experts
   std::vector<int64_t> local_sizes;  // [E_loc]: each local expert's rows, over every rank
   int64_t rows = 0;                  // R
-  // The exchange's element counts for rows of one width, and the chunks' starts: kept so that a plan reused for
-  // the next forward (the vectors keep their capacity) allocates nothing in the training step.
-  std::vector<int64_t> send_elements, recv_elements, rank_major_starts, expert_major_starts;
+  std::vector<int64_t> send_elements, recv_elements;  // the exchange's element counts for rows of one width
+  ChunkOrder chunks;                                  // (source EP rank, local expert)
 
   int64_t local_experts() const { return num_experts / ep_size; }
   int64_t first_expert() const { return ep_rank * local_experts(); }
 };
 
-// All-gathers this rank's rows per expert (tokens_per_expert_E, i64) over `ep` into `plan` (its vectors reused).
-void plan_expert_rows(dist::ProcessGroup& ep, TensorView tokens_per_expert_E, ExpertRowPlan& plan);
+// The rows every ETP rank brings to this rank's local experts (its local_sizes after the EP exchange).
+struct ExpertTpPlan {
+  std::vector<int64_t> local_sizes;  // [E_loc]: each local expert's rows, over every ETP rank
+  int64_t rows = 0;                  // R'
+  std::vector<int64_t> rank_rows;      // [ETP]: each rank's rows
+  std::vector<int64_t> rank_elements;  // their elements, for rows of one width
+  ChunkOrder chunks;                   // (source ETP rank, local expert)
+};
 
-// alltoall: local_JW (expert-major) -> expert_RW (local expert, source rank); `staging_RW` holds the rows as they
-// arrive. combine_rows is the inverse (expert_RW -> local_JW).
-void dispatch_rows(dist::ProcessGroup& ep, ExpertRowPlan& plan, TensorView local_JW, TensorView staging_RW,
-                   TensorView expert_RW);
-void combine_rows(dist::ProcessGroup& ep, ExpertRowPlan& plan, TensorView expert_RW, TensorView staging_RW,
-                  TensorView local_JW);
+// This rank's routed rows to its experts and back. Holds references to the plans it fills (kept for backward).
+class ExpertExchange {
+ public:
+  // ep / etp: null when the experts are not split over that group. etp_gathers: sequence parallel (the ETP ranks
+  // route different tokens).
+  ExpertExchange(dist::ProcessGroup* ep, dist::ProcessGroup* etp, bool etp_gathers, ExpertRowPlan& ep_plan,
+                 ExpertTpPlan& etp_plan);
+
+  // Rows move (EP, or ETP with SP); else the experts run on the local rows as they are.
+  bool moves_rows() const { return ep_ != nullptr || etp_gathers_; }
+  // All-gathers the row counts (tokens_per_expert_E, i64: this rank's rows per expert) into the plans.
+  void plan(TensorView tokens_per_expert_E);
+  // The rows the local experts run on (R') and each one's share (valid after plan()).
+  int64_t expert_rows() const;
+  std::span<const int64_t> expert_sizes() const;
+  // The rows the EP exchange brings (R), before any ETP gather.
+  int64_t exchanged_rows() const;
+
+  // local_JW -> expert_RW ([R', W]). middle_RW ([R, W]) holds the EP exchange's output when the rows go on to an
+  // ETP gather; staging ([R', W]) the rows as they arrive.
+  void to_experts(TensorView local_JW, TensorView middle_RW, TensorView staging, TensorView expert_RW);
+  // expert_RW (each ETP shard's partial sums: summed in place over ETP) back to this rank's J rows, the buffers as
+  // to_experts': local_JW, or expert_RW itself when no rows move (only the partial sums are summed).
+  TensorView from_experts(TensorView expert_RW, TensorView middle_RW, TensorView staging, TensorView local_JW);
+
+ private:
+  dist::ProcessGroup* ep_;
+  dist::ProcessGroup* etp_;
+  bool etp_gathers_;
+  ExpertRowPlan& ep_plan_;
+  ExpertTpPlan& etp_plan_;
+};
 
 }  // namespace rf::model

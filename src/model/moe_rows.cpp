@@ -71,6 +71,15 @@ void add_scaled_rows_as(TensorView s, TensorView p, TensorView y) {
   });
 }
 
+template <class T>
+void add_rows_as(TensorView x, TensorView y) {
+  const T* xs = x.data<T>();
+  T* ys = y.data<T>();
+  for_rows(x, [&](int64_t r, int64_t W) {
+    for (int64_t f = 0; f < W; ++f) ys[r * W + f] = narrow<T>(widen(ys[r * W + f]) + widen(xs[r * W + f]));
+  });
+}
+
 template <template <class> class Op, class... Args>
 void by_dtype(DType dtype, Args... args) {
   switch (dtype) {
@@ -93,6 +102,11 @@ struct AddScaledRows {
   void operator()(TensorView s, TensorView p, TensorView y) const { add_scaled_rows_as<T>(s, p, y); }
 };
 
+template <class T>
+struct AddRows {
+  void operator()(TensorView x, TensorView y) const { add_rows_as<T>(x, y); }
+};
+
 }  // namespace
 
 void scale_rows(TensorView x_RF, TensorView p_R, TensorView y_RF) {
@@ -108,6 +122,15 @@ void row_dots(TensorView a_RF, TensorView b_RF, TensorView out_R) {
 void add_scaled_rows(TensorView s_RF, TensorView p_R, TensorView y_RF) {
   check_rows(s_RF, p_R, y_RF, "add_scaled_rows");
   by_dtype<AddScaledRows>(s_RF.dtype(), s_RF, p_R, y_RF);
+}
+
+void add_rows(TensorView x_RF, TensorView y_RF) {
+  RF_CHECK(x_RF.rank() == 2 && x_RF.is_contiguous() && y_RF.is_contiguous() && x_RF.shape() == y_RF.shape() &&
+               x_RF.dtype() == y_RF.dtype() &&
+               (x_RF.dtype() == DType::f32 || x_RF.dtype() == DType::bf16 || x_RF.dtype() == DType::f64),
+           "add_rows: rows {} and {} must be contiguous float matrices of one shape and dtype", x_RF.describe(),
+           y_RF.describe());
+  by_dtype<AddRows>(x_RF.dtype(), x_RF, y_RF);
 }
 
 }  // namespace rf::model

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "core/error.h"
@@ -77,17 +78,20 @@ int64_t padded_vocab_size(int64_t vocab_size, const TensorParallelShard& tp) {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
-void check_tp_divides(const ModelConfig& c, int64_t tp_size) {
-  const std::pair<const char*, int64_t> split_evenly[] = {{"num_attention_heads", c.num_attention_heads},
-                                                          {"num_key_value_heads", c.num_key_value_heads},
-                                                          {"intermediate_size", c.intermediate_size}};
+void check_tp_divides(const ModelConfig& c, const TensorParallelShard& tp) {
+  const std::pair<const char*, int64_t> split_evenly[] = {
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"intermediate_size", c.intermediate_size},
+      {"shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size}};
   for (const auto& [key, value] : split_evenly)
-    if (value % tp_size != 0)
-      throw ConfigError("tensor_model_parallel_size", fmt::format("{} does not divide {} = {}", tp_size, key, value));
-  if (c.moe.enabled() && tp_size > 1)
-    throw ConfigError("tensor_model_parallel_size",
-                      fmt::format("{}: MoE layers run at TP 1 only so far (expert tensor parallelism is not built)",
-                                  tp_size));
+    if (value % tp.size != 0)
+      throw ConfigError("tensor_model_parallel_size", fmt::format("{} does not divide {} = {}", tp.size, key, value));
+  if (c.moe.enabled() && c.moe.moe_intermediate_size % tp.expert_size() != 0)
+    throw ConfigError("expert_tensor_parallel_size",
+                      fmt::format("{} does not divide moe_intermediate_size = {} (set it to 1: whole experts on every "
+                                  "TP rank)",
+                                  tp.expert_size(), c.moe.moe_intermediate_size));
 }
 
 StageParts StageParts::whole(const ModelConfig& c) {
@@ -103,7 +107,7 @@ ParamLayout ParamLayout::for_model(const ModelConfig& c, const TensorParallelSha
 ParamLayout ParamLayout::for_stage(const ModelConfig& c, const TensorParallelShard& tp, const StageParts& stage) {
   RF_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size, "TP rank {} of {}", tp.rank, tp.size);
   RF_CHECK(tp.vocab_multiple >= 1, "make_vocab_size_divisible_by must be >= 1, got {}", tp.vocab_multiple);
-  check_tp_divides(c, tp.size);
+  check_tp_divides(c, tp);
   ParamLayout layout;
   layout.tp_ = tp;
   layout.padded_vocab_ = model::padded_vocab_size(c.vocab_size, tp);
@@ -151,14 +155,16 @@ ParamLayout ParamLayout::for_stage(const ModelConfig& c, const TensorParallelSha
     }
     const int64_t E = c.moe.num_experts, FE = c.moe.moe_intermediate_size;
     param(held, layer_param_name(l, "mlp.gate.weight"), {E, C});
-    for (const auto& [proj, shape] : {std::pair{"gate_proj", Shape{FE, C}}, std::pair{"up_proj", Shape{FE, C}},
-                                      std::pair{"down_proj", Shape{C, FE}}})
-      for (int64_t e = 0; e < E; ++e)
-        param(held, expert_param_name(l, e, proj), shape, TpSplit::replicated, 0, e > 0);
+    const TpSplit expert_rows = tp.split_experts ? rows : TpSplit::replicated;
+    const TpSplit expert_columns = tp.split_experts ? columns : TpSplit::replicated;
+    for (const auto& [proj, shape, split] : {std::tuple{"gate_proj", Shape{FE, C}, expert_rows},
+                                             std::tuple{"up_proj", Shape{FE, C}, expert_rows},
+                                             std::tuple{"down_proj", Shape{C, FE}, expert_columns}})
+      for (int64_t e = 0; e < E; ++e) param(held, expert_param_name(l, e, proj), shape, split, 0, e > 0);
     if (const int64_t FS = c.moe.shared_expert_intermediate_size; FS > 0) {
-      param(held, layer_param_name(l, "mlp.shared_expert.gate_proj.weight"), {FS, C});
-      param(held, layer_param_name(l, "mlp.shared_expert.up_proj.weight"), {FS, C});
-      param(held, layer_param_name(l, "mlp.shared_expert.down_proj.weight"), {C, FS});
+      param(held, layer_param_name(l, "mlp.shared_expert.gate_proj.weight"), {FS, C}, rows);
+      param(held, layer_param_name(l, "mlp.shared_expert.up_proj.weight"), {FS, C}, rows);
+      param(held, layer_param_name(l, "mlp.shared_expert.down_proj.weight"), {C, FS}, columns);
     }
     if (c.moe.shared_expert_gate) param(held, layer_param_name(l, "mlp.shared_expert_gate.weight"), {1, C});
   }

@@ -13,7 +13,11 @@
 // (q/k/v and their biases, gate/up, the embedding and lm_head: vocab rows) hold a contiguous block
 // of rows, row-parallel ones (o_proj, down) a block of columns; norms and the score head (num_labels
 // rows: not worth splitting) are replicated. Query heads and kv heads split evenly (whole heads, so each
-// rank keeps whole GQA groups). With TP > 1 the vocabulary is padded to a multiple of vocab_multiple x
+// rank keeps whole GQA groups). An MoE layer's router and norm are replicated, its shared expert split as the dense
+// MLP; its experts (expert tensor parallelism, Megatron §6.7) split each expert as the dense MLP, packed per
+// projection ([E, F / TP, C], [E, C, F / TP]), when the layout's split_experts (expert_tensor_parallel_size = TP,
+// Megatron's default), and are whole on every TP rank otherwise (expert_tensor_parallel_size = 1). With TP > 1 the
+// vocabulary is padded to a multiple of vocab_multiple x
 // TP (make_vocab_size_divisible_by): the padding rows are zeros that are never trained, not part of any
 // checkpoint or export.
 // Pipeline parallel (Megatron §3.1-3.2): a layout is also one pipeline rank's (StageParts): the real layers
@@ -40,6 +44,10 @@ enum class TpSplit : uint8_t { replicated, rows, columns };
 struct TensorParallelShard {
   int64_t rank = 0, size = 1;
   int64_t vocab_multiple = 128;  // make_vocab_size_divisible_by (applies when size > 1)
+  // MoE experts split over these TP ranks (expert_tensor_parallel_size = TP) or whole on each (= 1).
+  bool split_experts = true;
+  // The TP size the experts are split over: the expert-TP size.
+  int64_t expert_size() const { return split_experts ? size : 1; }
 };
 
 struct ParamEntry {
@@ -107,9 +115,10 @@ class ParamLayout {
 int64_t padded_vocab_size(int64_t vocab_size, const TensorParallelShard& tp);
 
 // ConfigError keyed tensor_model_parallel_size unless `tp_size` divides the query heads, the kv heads
-// (so each rank keeps whole GQA groups) and the FFN width: what a TP layout splits evenly. for_model
+// (so each rank keeps whole GQA groups) and the FFN widths (dense, shared expert, and with split_experts each
+// expert's): what a TP layout splits evenly. for_model
 // checks it; a run checks it earlier, from its config alone, so that it fails before any work.
-void check_tp_divides(const ModelConfig& config, int64_t tp_size);
+void check_tp_divides(const ModelConfig& config, const TensorParallelShard& tp);
 
 // HF names of one decoder layer's parameters.
 std::string layer_param_name(int64_t layer, const char* suffix);

@@ -46,6 +46,17 @@ void row_parallel_linear_residual(const LayerContext& ctx, TensorView x_NF, Tens
   dist::SpScatter::forward(tp, partial_NC, out_local);
 }
 
+void row_parallel_linear(const LayerContext& ctx, TensorView x_NF, TensorView w_CF, TensorView out_local,
+                         TensorView partial_NC) {
+  if (!ctx.parallel.sequence_parallel()) {
+    ctx.kernels.linear_forward(x_NF, w_CF, TensorView(), out_local);
+    dist::TpReduce::forward(ctx.parallel.tp(), out_local);
+    return;
+  }
+  ctx.kernels.linear_forward(x_NF, w_CF, TensorView(), partial_NC);
+  dist::SpScatter::forward(ctx.parallel.tp(), partial_NC, out_local);
+}
+
 TensorView row_parallel_output_grad(const LayerContext& ctx, TensorView dout_local, TensorView dout_full) {
   if (!ctx.parallel.sequence_parallel()) {
     dist::TpReduce::backward(ctx.parallel.tp(), dout_local);

@@ -28,7 +28,10 @@ TensorView leave_column_parallel_backward(const LayerContext& ctx, TensorView dx
 // this rank's rows. `partial_NC` is [N, C] workspace (used with SP only).
 void row_parallel_linear_residual(const LayerContext& ctx, TensorView x_NF, TensorView w_CF,
                                   TensorView residual_local, TensorView out_local, TensorView partial_NC);
-// Its backward: the [N, C] output gradient the linear's dgrad and wgrad read, from this rank's rows
+// The same without a residual (an MoE layer's shared expert, whose output is scaled before it joins the stream).
+void row_parallel_linear(const LayerContext& ctx, TensorView x_NF, TensorView w_CF, TensorView out_local,
+                         TensorView partial_NC);
+// Their backward: the [N, C] output gradient the linear's dgrad and wgrad read, from this rank's rows
 // (all-gathered into dout_full with SP; dout_local itself without).
 TensorView row_parallel_output_grad(const LayerContext& ctx, TensorView dout_local, TensorView dout_full);
 

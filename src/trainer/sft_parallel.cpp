@@ -89,9 +89,10 @@ void check_parallel_layout(const SftConfig& config, int world_size) {
       megatron.expert_model_parallel_size > 1) {
     const model::ModelConfig shape = model_shape(config.model);
     try {
-      model::check_tp_divides(shape, megatron.tensor_model_parallel_size);
+      model::check_tp_divides(shape, megatron.tp_shard(0));
       engine::check_context_parallel(megatron, shape);
       engine::check_expert_parallel(megatron, shape);
+      engine::check_moe_training(megatron, shape);
     } catch (const ConfigError& e) {
       rethrow_under_megatron(e, model_source(config.model));
     }

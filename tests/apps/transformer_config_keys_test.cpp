@@ -26,7 +26,8 @@ actor_rollout_ref:
       override_transformer_config: {noop_layers: [30, 31], recompute_granularity: selective, recompute_modules: [mlp],
                                     recompute_activation_function: true, apply_rope_fusion: true}
   ref:
-    megatron: {override_transformer_config: {num_layers_in_first_pipeline_stage: 7, swap_optimizer: true}}
+    megatron: {override_transformer_config: {num_layers_in_first_pipeline_stage: 7, swap_optimizer: true,
+                                             moe_tp_extend_ep: true}}
 critic:
   megatron:
     override_transformer_config: {account_for_embedding_in_pipeline_split: true,
@@ -45,6 +46,7 @@ reward_model:
   EXPECT_EQ(at(tree, "actor_rollout_ref.actor.megatron.override_transformer_config"), "{apply_rope_fusion: true}");
   EXPECT_EQ(at(tree, "actor_rollout_ref.ref.megatron.num_layers_in_first_pipeline_stage"), "7");
   EXPECT_EQ(at(tree, "actor_rollout_ref.ref.megatron.swap_optimizer"), "true");
+  EXPECT_EQ(at(tree, "actor_rollout_ref.ref.megatron.moe_tp_extend_ep"), "true");
   EXPECT_EQ(at(tree, "critic.megatron.reuse_fp32_param"), "true");
   EXPECT_EQ(at(tree, "critic.megatron.account_for_embedding_in_pipeline_split"), "true");
   EXPECT_EQ(at(tree, "critic.megatron.account_for_loss_in_pipeline_split"), "true");

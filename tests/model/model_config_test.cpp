@@ -157,10 +157,10 @@ TEST(ParamLayout, TiedModelHasNoLmHeadAndOffsetsAreAligned) {
 TEST(ParamLayout, TpSplitsHeadsKvHeadsAndFfnEvenly) {
   auto j = llama_json();  // 4 heads, 2 kv heads, FFN 24
   const ModelConfig c = ModelConfig::from_json(j, "test");
-  check_tp_divides(c, 2);
+  check_tp_divides(c, TensorParallelShard{.size = 2});
   auto expect_refused = [](const ModelConfig& config, int64_t tp, const std::string& fragment) {
     try {
-      check_tp_divides(config, tp);
+      check_tp_divides(config, TensorParallelShard{.size = tp});
       ADD_FAILURE() << "expected a ConfigError for TP " << tp;
     } catch (const ConfigError& e) {
       EXPECT_EQ(e.key_path(), "tensor_model_parallel_size") << e.what();

@@ -6,14 +6,20 @@
 // EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
 // CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss; dropless and with an expert
 // capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank);
-// with moe_layer_recompute (the dispatch's exchanges run again in backward).
-// A forward-only pass (compute_log_prob, and an InferEngine at the same layout) returns the one-rank log-probs.
+// with moe_layer_recompute (the dispatch's exchanges run again in backward). Tensor parallel with sequence parallel:
+// TP 2 with the experts split over TP (ETP 2, Megatron's default) or whole (ETP 1), TP 2 x EP 2 (both), and
+// MindSpeed's TP-extend-EP (TP 2 extending EP 1 or 2); the shared expert split over TP as the dense MLP; sequence
+// parallel's padding tokens left out of the load-balancing losses. (A capacity with SP is per rank's own tokens, as
+// Megatron's: it drops other tokens than one rank would, so it has no one-rank equivalent to check.)
+// A forward-only pass (compute_log_prob, and an InferEngine at the same layout, and at TP > 1 one without sequence
+// parallel as the rollout runs) returns the one-rank log-probs.
 // Then the refusals.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dist/parallel_context.h"
 #include "engine/infer_engine.h"
+#include "engine/parallel_setup.h"
 #include "engine/train_engine.h"
 #include "equivalence_checks.h"
 #include "mpi_test_world.h"
@@ -28,6 +34,9 @@ struct ExpertLayout {
   int ep = 2;
   int pp = 1;
   int cp = 1;
+  int tp = 1;             // with sequence parallel when > 1
+  int etp = 0;            // expert_tensor_parallel_size: 0 null (the TP size), or 1
+  bool tp_extend_ep = false;
   bool distributed_optimizer = false;
   model::Arch arch = model::Arch::qwen3_moe;
   std::string balancing = "none";  // aux_loss (with a z-loss), hf (HF's pooled loss), none
@@ -37,9 +46,12 @@ struct ExpertLayout {
   bool moe_layer_recompute = false;
   std::string name() const {
     std::string out = fmt::format("{} EP{}", model::arch_name(arch), ep);
+    if (tp > 1)
+      out += tp_extend_ep ? fmt::format(" x TP{} +SP TP-extend-EP", tp)
+                          : fmt::format(" x TP{} +SP ETP{}", tp, etp == 0 ? tp : etp);
     if (pp > 1) out += fmt::format(" x PP{}", pp);
     if (cp > 1) out += fmt::format(" x CP{}", cp);
-    const int dp = world().size() / (pp * cp);
+    const int dp = world().size() / (pp * cp * tp);
     if (dp > ep) out += fmt::format(" (DP{})", dp);
     if (distributed_optimizer) out += " +distributed optimizer";
     if (capacity_factor > 0)
@@ -67,12 +79,16 @@ model::ModelConfig moe_config(const ExpertLayout& layout) {
   return c;
 }
 
-engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int pp, int cp) {
+engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int pp, int cp, int tp = 1) {
   engine::EngineConfig c;
   c.dtype = "float32";
   c.expert_model_parallel_size = ep;
   c.pipeline_model_parallel_size = pp;
   c.context_parallel_size = cp;
+  c.tensor_model_parallel_size = tp;
+  c.sequence_parallel = tp > 1;
+  if (tp > 1 && layout.etp > 0) c.expert_tensor_parallel_size = layout.etp;
+  c.moe_tp_extend_ep = tp > 1 && layout.tp_extend_ep;
   c.use_distributed_optimizer = layout.distributed_optimizer && ep > 1;
   if (layout.balancing == "aux_loss") {
     c.moe_aux_loss_coeff = 0.1;
@@ -85,24 +101,20 @@ engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int p
   return c;
 }
 
-dist::ParallelContext context_for(const ExpertLayout& layout) {
-  dist::ParallelDims dims;
-  dims.world_size = world().size();
-  dims.expert_model_parallel_size = layout.ep;
-  dims.pipeline_model_parallel_size = layout.pp;
-  dims.context_parallel_size = layout.cp;
-  return dist::ParallelContext::create(dist::RankLayout(dims), world(), false);
+dist::ParallelContext context_for(const engine::EngineConfig& config) {
+  return dist::ParallelContext::create(dist::RankLayout(engine::parallel_dims(config, world().size())), world(),
+                                       config.sequence_parallel);
 }
 
 void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
   SCOPED_TRACE(layout.name());
-  dist::ParallelContext context = context_for(layout);
+  const engine::EngineConfig parallel_config = engine_config_for(layout, layout.ep, layout.pp, layout.cp, layout.tp);
+  dist::ParallelContext context = context_for(parallel_config);
   dist::ParallelContext one_rank = dist::ParallelContext::single_process();
   const optim::OptimConfig optim = parallel_testing::equivalence_optim();
   kernels::KernelRegistry kernels;
   MemoryTracker tracker, one_tracker;
   const model::ModelConfig config = moe_config(layout);
-  const engine::EngineConfig parallel_config = engine_config_for(layout, layout.ep, layout.pp, layout.cp);
   engine::TrainEngine parallel(parallel_config, optim, config, kernels, context, tracker, 64);
   engine::TrainEngine single(engine_config_for(layout, 1, 1, 1), optim, config, kernels, one_rank, one_tracker, 64);
   parallel.init_random_weights(3);
@@ -120,6 +132,15 @@ void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
   parallel_testing::expect_outputs_match(
       frozen.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute), logp_one,
       "InferEngine");
+  if (layout.tp == 1) return;
+  engine::EngineConfig no_sp_config = parallel_config;  // as the rollout: every TP rank runs all tokens
+  no_sp_config.sequence_parallel = false;
+  dist::ParallelContext no_sp = context_for(no_sp_config);
+  engine::InferEngine no_sp_frozen(no_sp_config, config, kernels, no_sp, tracker, 64);
+  single.export_weights([&](const std::string& name, TensorView full) { no_sp_frozen.update_weights(name, full); });
+  parallel_testing::expect_outputs_match(
+      no_sp_frozen.compute_log_prob(step_micro_batches(5, first, per_rank), 1.0, model::EntropyOutput::compute),
+      logp_one, "InferEngine without sequence parallel");
 }
 
 std::vector<ExpertLayout> layouts_for(int world_size) {
@@ -138,7 +159,14 @@ std::vector<ExpertLayout> layouts_for(int world_size) {
           {},
           {.pp = 2, .balancing = "aux_loss"},
           {.cp = 2, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
-          {.ep = 4, .capacity_factor = 0.75, .pad = true}};
+          {.ep = 4, .capacity_factor = 0.75, .pad = true},
+          {.ep = 1, .tp = 2, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
+          {.ep = 1, .tp = 2, .etp = 1, .arch = model::Arch::qwen2_moe},
+          {.tp = 2, .balancing = "aux_loss"},
+          {.tp = 2, .etp = 1, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
+          {.ep = 1, .tp = 2, .tp_extend_ep = true, .balancing = "aux_loss"},
+          {.tp = 2, .tp_extend_ep = true, .arch = model::Arch::qwen2_moe},
+          {.tp = 2, .balancing = "aux_loss", .moe_layer_recompute = true}};
 }
 
 TEST(ExpertParallel, TrainsLikeOneRank) {
@@ -152,7 +180,7 @@ TEST(ExpertParallel, RefusesWhatItCannotRunByKey) {
   const optim::OptimConfig optim = parallel_testing::equivalence_optim();
   kernels::KernelRegistry kernels;
   MemoryTracker tracker;
-  dist::ParallelContext context = context_for({});
+  dist::ParallelContext context = context_for(engine_config_for({}, 2, 1, 1));
   auto key_of = [&](const model::ModelConfig& config, const engine::EngineConfig& engine_config) -> std::string {
     try {
       engine::TrainEngine engine(engine_config, optim, config, kernels, context, tracker, 64);
@@ -178,6 +206,13 @@ TEST(ExpertParallel, RefusesWhatItCannotRunByKey) {
     return std::string();
   };
   EXPECT_EQ(refused([](auto& c) { c.expert_tensor_parallel_size = 2; }), "expert_tensor_parallel_size");
+  EXPECT_EQ(refused([](auto& c) {
+              c.tensor_model_parallel_size = 2;
+              c.sequence_parallel = true;
+              c.expert_tensor_parallel_size = 2;
+              c.moe_tp_extend_ep = true;
+            }),
+            "moe_tp_extend_ep");
   EXPECT_EQ(refused([](auto& c) { c.moe_token_dispatcher_type = model::MoeDispatcher::allgather; }),
             "moe_token_dispatcher_type");
   EXPECT_EQ(refused([](auto& c) { c.moe_shared_expert_overlap = true; }), "moe_shared_expert_overlap");

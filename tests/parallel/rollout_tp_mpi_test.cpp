@@ -1,7 +1,9 @@
 // The rollout engine at TP 2 (issue #7, acceptance 2 and 3 under mpirun): on 2 ranks, and on 4 as two
 // TP-2 replicas. Its tokens and log-probs equal NaiveRollout's at the same TP bit for bit, with a roomy
 // cache and with a tiny one that forces preemption; every rank returns the same samples; and the
-// log-probs agree with the one-rank engine's to 1e-5 (TP sums in another order).
+// log-probs agree with the one-rank engine's to 1e-5 (TP sums in another order). The same for a Qwen2-MoE model
+// (experts split over TP, the shared expert as the dense MLP); its trainer at TP 2 + SP with whole experts
+// (expert_tensor_parallel_size 1) streams its weights into rollouts that split them.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -20,6 +22,16 @@ namespace {
 using dist::testing::world;
 
 constexpr int64_t kMaxModelLen = 64;
+
+// Vocabulary 200, hidden 32, 2 layers; the MoE variant: 8 experts top-2 of FFN 16, a gated shared expert of 24.
+model::ModelConfig config_for(model::Arch arch, bool tied) {
+  model::ModelConfig c = parallel_testing::small_model_config(arch, tied, 2, 2);
+  if (arch != model::Arch::qwen2_moe) return c;
+  c.moe = model::MoeConfig{.num_experts = 8, .num_experts_per_tok = 2, .moe_intermediate_size = 16,
+                           .shared_expert_intermediate_size = 24, .shared_expert_gate = true};
+  c.validate();
+  return c;
+}
 
 std::vector<RolloutRequest> requests_for_test() {
   std::vector<RolloutRequest> requests;
@@ -70,13 +82,15 @@ void expect_same(const std::vector<RolloutSample>& got, const std::vector<Rollou
   }
 }
 
-TEST(RolloutTensorParallel, MatchesTheOracleAtTheSameTpAndOneRankToTolerance) {
+class RolloutTensorParallel : public ::testing::TestWithParam<model::Arch> {};
+
+TEST_P(RolloutTensorParallel, MatchesTheOracleAtTheSameTpAndOneRankToTolerance) {
   TpTwo ranks;
   dist::ParallelContext& tp2 = ranks.tp2;
   dist::ParallelContext& one = ranks.one;
   const kernels::KernelRegistry& kernels = ranks.kernels;
   MemoryTracker& tracker = ranks.tracker;
-  model::ModelConfig config = parallel_testing::small_model_config(model::Arch::qwen2, false, 2, 2);
+  model::ModelConfig config = config_for(GetParam(), false);
   config.initializer_range = 0.5;
   model::ParamStore full(model::ParamLayout::for_model(config), DType::f32);
   model::init_params(full, config, 17);
@@ -122,19 +136,23 @@ TEST(RolloutTensorParallel, MatchesTheOracleAtTheSameTpAndOneRankToTolerance) {
 
 // The hybrid engine's weight sync: a trainer at TP2 streams its weights whole, one at a time, into
 // rollouts at TP2 and at TP1, which keep their own shards: bit for bit the trainer's (gathered).
-TEST(RolloutTensorParallel, TrainerWeightsStreamIntoAnyRolloutLayout) {
+TEST_P(RolloutTensorParallel, TrainerWeightsStreamIntoAnyRolloutLayout) {
   TpTwo ranks;
   dist::ParallelContext& tp2 = ranks.tp2;
   dist::ParallelContext& one = ranks.one;
   const kernels::KernelRegistry& kernels = ranks.kernels;
   MemoryTracker& tracker = ranks.tracker;
-  const model::ModelConfig config = parallel_testing::small_model_config(model::Arch::qwen3, true, 2, 2);
+  const bool moe = GetParam() == model::Arch::qwen2_moe;
+  const model::ModelConfig config = config_for(moe ? GetParam() : model::Arch::qwen3, true);
   engine::EngineConfig engine_config;
   engine_config.dtype = "float32";
   engine_config.tensor_model_parallel_size = 2;
+  engine_config.sequence_parallel = moe;  // MoE training at TP > 1 needs it
+  if (moe) engine_config.expert_tensor_parallel_size = 1;  // whole experts; the rollouts split them
+  dist::ParallelContext trainer_sp = dist::ParallelContext::create(dist::RankLayout(TpTwo::dims()), world(), true);
   optim::OptimConfig optim;
   optim.lr_decay_steps = 10;
-  engine::TrainEngine trainer(engine_config, optim, config, kernels, tp2, tracker, 64);
+  engine::TrainEngine trainer(engine_config, optim, config, kernels, moe ? trainer_sp : tp2, tracker, 64);
   trainer.init_random_weights(9);
   model::ParamStore empty(model::ParamLayout::for_model(config), DType::f32);
   auto rollout_tp2 = make_engine(config, empty, 64, kernels, tp2, tracker);
@@ -153,6 +171,10 @@ TEST(RolloutTensorParallel, TrainerWeightsStreamIntoAnyRolloutLayout) {
     EXPECT_EQ(std::memcmp(trained.view().raw(), single.raw(), size_t(trained.numel()) * 4), 0) << e.name;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(DenseAndMoe, RolloutTensorParallel,
+                         ::testing::Values(model::Arch::qwen2, model::Arch::qwen2_moe),
+                         [](const auto& info) { return std::string(model::arch_name(info.param)); });
 
 }  // namespace
 }  // namespace rf::engine::rollout

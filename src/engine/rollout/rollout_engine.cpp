@@ -49,8 +49,10 @@ RolloutEngine::RolloutEngine(const model::ModelConfig& config, DType dtype, cons
   RF_CHECK(!parallel.sequence_parallel(), "the rollout engine runs without sequence parallel");
   RF_CHECK(kernels.batch_invariant(),
            "the rollout engine needs a batch-invariant kernel registry (KernelConfig::batch_invariant)");
-  model::ParamLayout layout =
-      model::ParamLayout::for_model(config, model::TensorParallelShard{parallel.tp().rank(), parallel.tp().size()});
+  // The experts split over TP (Megatron's default expert_tensor_parallel_size), or as the weights it shares.
+  model::TensorParallelShard tp_shard{.rank = parallel.tp().rank(), .size = parallel.tp().size()};
+  if (shared_weights) tp_shard.split_experts = shared_weights->layout().tp().split_experts;
+  model::ParamLayout layout = model::ParamLayout::for_model(config, tp_shard);
   if (shared_weights) {
     check_same_layout(shared_weights->layout(), layout);
     RF_CHECK(shared_weights->flat().dtype() == dtype, "rollout: shared weights are {}, the rollout computes in {}",
