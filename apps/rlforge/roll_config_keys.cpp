@@ -784,7 +784,7 @@ constexpr RollKey kRollKeys[] = {
     // Megatron's MoE arguments (mcore_adapter passes them through strategy_config).
     {"actor_train.strategy_args.strategy_config.moe_token_dispatcher_type",
      "actor_rollout_ref.actor.megatron.moe_token_dispatcher_type", "", copy<std::string>,
-     "alltoall (allgather is not built)"},
+     "alltoall or allgather"},
     {"actor_train.strategy_args.strategy_config.moe_grouped_gemm",
      "actor_rollout_ref.actor.megatron.moe_grouped_gemm", "", copy<bool>,
      "the local experts as one grouped GEMM (false: a GEMM per expert)"},
@@ -879,7 +879,7 @@ constexpr RollKey kRollKeys[] = {
     // Megatron's MoE arguments (mcore_adapter passes them through strategy_config).
     {"reference.strategy_args.strategy_config.moe_token_dispatcher_type",
      "actor_rollout_ref.ref.megatron.moe_token_dispatcher_type", "", copy<std::string>,
-     "alltoall (allgather is not built)"},
+     "alltoall or allgather"},
     {"reference.strategy_args.strategy_config.moe_grouped_gemm",
      "actor_rollout_ref.ref.megatron.moe_grouped_gemm", "", copy<bool>,
      "the local experts as one grouped GEMM (false: a GEMM per expert)"},

@@ -127,10 +127,10 @@ void EngineConfig::validate() const {
                       fmt::format("true extends EP over the TP ranks, but expert_tensor_parallel_size = {} splits "
                                   "the experts over them: set it to 1 or null",
                                   *expert_tensor_parallel_size));
-  if (moe_token_dispatcher_type == model::MoeDispatcher::allgather)
-    throw ConfigError("moe_token_dispatcher_type", "allgather is not built: use alltoall");
-  if (moe_shared_expert_overlap)
-    throw ConfigError("moe_shared_expert_overlap", "true is not built: the shared expert runs after the dispatch");
+  if (moe_shared_expert_overlap && moe_token_dispatcher_type != model::MoeDispatcher::alltoall)
+    throw ConfigError("moe_shared_expert_overlap",
+                      "true overlaps the shared expert with the alltoall dispatcher's exchanges; the allgather "
+                      "dispatcher has none to hide it behind (as Megatron, which allows it with alltoall only)");
   moe_capacity().validate("");
   if (moe_expert_capacity_factor && *moe_expert_capacity_factor <= 0)
     throw ConfigError("moe_expert_capacity_factor",

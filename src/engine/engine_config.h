@@ -30,6 +30,7 @@
 #include "model/model_config.h"
 #include "model/moe_capacity.h"
 #include "model/moe_dispatch.h"
+#include "model/moe_block.h"
 #include "model/moe_losses.h"
 #include "model/param_layout.h"
 #include "model/pipeline_split.h"
@@ -138,7 +139,8 @@ struct EngineConfig {
       "expert_tensor_parallel_size 1), so experts are never split over TP");
     f("moe_token_dispatcher_type", moe_token_dispatcher_type,
       "how routed tokens reach their experts' EP ranks: alltoall (row counts all-gathered, then one all-to-all of "
-      "the rows); allgather is not built");
+      "the rows) or allgather (every token of the EP group, with its routing, gathered on every rank; the outputs "
+      "summed back to the tokens' ranks)");
     f("moe_grouped_gemm", moe_grouped_gemm,
       "Megatron's grouped GEMM: every local expert's rows in one call (tiles over all experts in one parallel "
       "region); false: Megatron's SequentialMLP, a linear call per expert (the same products, bit for bit on the "
@@ -147,7 +149,9 @@ struct EngineConfig {
       "Megatron's: every MoE layer keeps only its input and runs its MoE block's forward (router, dispatch, experts) "
       "again in backward (recompute_modules' moe, with any recompute_granularity); the same bits");
     f("moe_shared_expert_overlap", moe_shared_expert_overlap,
-      "run the shared expert during the dispatch's all-to-all: not built (false)");
+      "run the shared expert's gate/up while the routed rows travel to their experts and its down projection while "
+      "their outputs travel back (forward, alltoall dispatcher; the same results); needs a model with a shared "
+      "expert");
     f("moe_router_load_balancing_type", moe_router_load_balancing_type,
       "aux_loss (per layer and micro-batch), seq_aux_loss (per document, averaged) or none; weighted by "
       "moe_aux_loss_coeff (Megatron's global_aux_loss and sinkhorn are not built)");
@@ -241,6 +245,12 @@ struct EngineConfig {
   // The MoE layers' training losses for `model_config`: these keys', else its HF output_router_logits.
   model::MoeLossConfig moe_losses(const model::ModelConfig& model_config) const;
   model::CapacityConfig moe_capacity() const;
+  model::MoeExpertOptions moe_expert_options() const {
+    return {.capacity = moe_capacity(),
+            .grouped_gemm = moe_grouped_gemm,
+            .dispatcher = moe_token_dispatcher_type,
+            .shared_expert_overlap = moe_shared_expert_overlap};
+  }
   // The ranks the experts are split over (expert_model_parallel_size, times the TP size with moe_tp_extend_ep)
   // and each expert's FFN (the TP size unless expert_tensor_parallel_size is 1 or moe_tp_extend_ep).
   int64_t expert_parallel_ranks() const {

@@ -48,7 +48,7 @@ InferEngine::InferEngine(const EngineConfig& engine_config, const model::ModelCo
     chunks_.push_back(std::make_unique<model::CausalLm>(model_config, chunk_span(split_, parallel.pp().rank(), v),
                                                         params_, nullptr, kernels, parallel, &tracker));
     // As the trainer's passes: the same tokens dropped, the same GEMMs.
-    chunks_.back()->set_moe_experts(config_.moe_capacity(), config_.moe_grouped_gemm);
+    chunks_.back()->set_moe_experts(config_.moe_expert_options());
     chunks_.back()->reserve(capacity_);
   }
   params_offload_.add(params_.storage());

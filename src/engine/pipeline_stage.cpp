@@ -40,6 +40,9 @@ void check_expert_parallel(const EngineConfig& config, const model::ModelConfig&
                                        "num_experts = {}",
                                        ep, config.expert_model_parallel_size,
                                        config.moe_tp_extend_ep ? " x the TP size" : "", experts));
+  if (config.moe_shared_expert_overlap && model_config.moe.shared_expert_intermediate_size == 0)
+    throw ConfigError("moe_shared_expert_overlap",
+                      fmt::format("true, but {} has no shared expert to overlap", model_config.source));
 }
 
 void check_moe_training(const EngineConfig& config, const model::ModelConfig& model_config) {

@@ -275,7 +275,7 @@ TrainEngine::TrainEngine(const EngineConfig& engine_config, const optim::OptimCo
     chunks_.back()->set_recompute(config_.recompute_policy());
     chunks_.back()->set_activation_offload(config_.cpu_offloading_num_layers);
     chunks_.back()->set_moe_losses(config_.moe_losses(model_config_));
-    chunks_.back()->set_moe_experts(config_.moe_capacity(), config_.moe_grouped_gemm);
+    chunks_.back()->set_moe_experts(config_.moe_expert_options());
     chunks_.back()->reserve(max_tokens_);
   }
   chunk_grads_written_.assign(size_t(num_chunks), 0);

@@ -131,15 +131,19 @@ void CausalLm::set_moe_losses(const MoeLossConfig& config) {
   moe_losses_.emplace(config, router.score, router.num_experts, router.top_k);
 }
 
-void CausalLm::set_moe_experts(const CapacityConfig& capacity, bool grouped_gemm) {
+void CausalLm::set_moe_experts(const MoeExpertOptions& options) {
   RF_CHECK(capacity_ == 0, "set_moe_experts after reserve: the activations are already sized");
   if (!moe_) {
-    RF_CHECK(capacity.dropless(), "moe_expert_capacity_factor: the model has no MoE layers");
+    RF_CHECK(options.capacity.dropless(), "moe_expert_capacity_factor: the model has no MoE layers");
     return;
   }
+  RF_CHECK(!options.shared_expert_overlap || moe_->config().shared_ffn > 0,
+           "moe_shared_expert_overlap: the model has no shared expert");
   MoeBlockConfig config = moe_->config();
-  config.capacity = capacity;
-  config.grouped_gemm = grouped_gemm;
+  config.capacity = options.capacity;
+  config.grouped_gemm = options.grouped_gemm;
+  config.parallel.dispatcher = options.dispatcher;
+  config.shared_expert_overlap = options.shared_expert_overlap;
   moe_.emplace(config);
 }
 

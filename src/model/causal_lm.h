@@ -133,9 +133,8 @@ class CausalLm {
   // The MoE layers' load-balancing losses (moe_losses.h) in training passes: counted by forwards that save for
   // backward, their gradients added by backwards given OutputGrads::moe_loss_scale. Before reserve.
   void set_moe_losses(const MoeLossConfig& config);
-  // The MoE layers' expert capacity (moe_capacity.h; default dropless) and whether their experts run as one grouped
-  // GEMM (default) or a linear call each (moe_block.h). Before reserve.
-  void set_moe_experts(const CapacityConfig& capacity, bool grouped_gemm);
+  // The MoE layers' expert capacity, GEMMs, dispatcher and shared-expert overlap (moe_block.h). Before reserve.
+  void set_moe_experts(const MoeExpertOptions& options);
   int64_t offloaded_layers() const { return offloaded_layers_; }
   // Allocates the backward's workspace for micro-batches of up to max_tokens tokens (B*T); the first forward
   // given no Activations makes the model's own.

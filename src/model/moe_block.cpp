@@ -171,15 +171,85 @@ ExpertExchange MoeBlock::exchange(const LayerContext& ctx, MoeSaved& s) const {
   return ExpertExchange(ep, etp, p.sequence_parallel, s.plan, s.etp_plan);
 }
 
-MoeBlock::ExpertSide MoeBlock::expert_side(const MoeSaved& s, const ExpertExchange& exchange,
-                                           const MoeParams& w) const {
-  const int64_t R = s.expert_rows;
-  const TensorView x_RC = exchange.moves_rows() ? rows(s.expert_rows_RC, R) : rows(s.permuted_JC, R);
-  const TensorView probs_R = exchange.moves_rows() ? rows(s.expert_probs_R, R) : rows(s.probs_J, R);
-  if (config_.parallel.ep == 1) return {x_RC, probs_R, exchange.expert_sizes(), R, w.wg_EFC, w.wu_EFC, w.wd_ECF};
-  const int64_t first = s.plan.first_expert(), count = s.plan.local_experts();
-  return {x_RC, probs_R, exchange.expert_sizes(), R, w.wg_EFC.slice(0, first, count), w.wu_EFC.slice(0, first, count),
-          w.wd_ECF.slice(0, first, count)};
+dist::ProcessGroup& MoeBlock::token_group(const LayerContext& ctx) const {
+  return ctx.parallel.group(config_.parallel.etp_gathers() ? dist::GroupKind::tp_ep : dist::GroupKind::ep);
+}
+
+int64_t MoeBlock::first_local_expert(const LayerContext& ctx) const {
+  const int64_t ep = config_.parallel.ep;
+  return ep == 1 ? 0 : ctx.parallel.group(dist::GroupKind::ep).rank() * (config_.router.num_experts / ep);
+}
+
+MoeBlock::ExpertSide MoeBlock::expert_side(const LayerContext& ctx, const MoeSaved& s, const MoeParams& w) const {
+  const MoeParallel& p = config_.parallel;
+  const int64_t R = s.expert_rows, E_loc = config_.router.num_experts / p.ep, first = first_local_expert(ctx);
+  const TensorView x_RC = p.moves_rows() ? rows(s.expert_rows_RC, R) : rows(s.permuted_JC, R);
+  const TensorView probs_R = p.moves_rows() ? rows(s.expert_probs_R, R) : rows(s.probs_J, R);
+  const std::span<const int64_t> sizes =
+      p.gathers_tokens() ? std::span<const int64_t>(s.tokens_per_expert_E.data<int64_t>(), size_t(E_loc))
+      : p.etp_gathers()  ? std::span<const int64_t>(s.etp_plan.local_sizes)
+                         : std::span<const int64_t>(s.plan.local_sizes);
+  return {x_RC, probs_R, sizes, R, w.wg_EFC.slice(0, first, E_loc), w.wu_EFC.slice(0, first, E_loc),
+          w.wd_ECF.slice(0, first, E_loc)};
+}
+
+void MoeBlock::gather_to_experts(const LayerContext& ctx, MoeSaved& s, MoeScratch& scratch, TensorView xn_NC,
+                                 TensorView probs_NE, TensorView map_NE) const {
+  dist::ProcessGroup& group = token_group(ctx);
+  const int64_t N = xn_NC.size(0), E = config_.router.num_experts, E_loc = E / config_.parallel.ep;
+  const int64_t first = first_local_expert(ctx);
+  TokenGatherPlan& plan = s.gather_plan;
+  plan_token_gather(group, N, plan);
+  const int64_t T = plan.total;
+  const TensorView tokens_TC = rows(scratch.gathered_TC, T), map_TE = rows(scratch.gathered_map_TE, T);
+  const TensorView probs_TE = rows(scratch.gathered_probs_TE, T), local_map_TE = rows(scratch.local_map_TE, T);
+  gather_tokens(group, plan, xn_NC, tokens_TC);
+  gather_tokens(group, plan, map_NE, map_TE);
+  gather_tokens(group, plan, probs_NE, probs_TE);
+  int64_t R = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < E_loc; ++e) {
+      const uint8_t routed = map_TE.data<uint8_t>()[t * E + first + e];
+      local_map_TE.data<uint8_t>()[t * E_loc + e] = routed;
+      R += routed != 0;
+    }
+  s.expert_rows = R;
+  const TensorView sources_R = rows(s.expert_sources_R, R), counts_E = rows(s.tokens_per_expert_E, E_loc);
+  ctx.kernels.moe_permute(tokens_TC, local_map_TE, TensorView(), rows(s.expert_rows_RC, R), TensorView(), sources_R,
+                          counts_E);
+  const TensorView probs_R = rows(s.expert_probs_R, R);
+  for (int64_t e = 0, j = 0; e < E_loc; ++e)
+    for (int64_t end = j + counts_E.data<int64_t>()[e]; j < end; ++j)
+      store_f64(probs_R, j, load_f64(probs_TE, sources_R.data<int64_t>()[j] * E + first + e));
+}
+
+void MoeBlock::sum_to_tokens(const LayerContext& ctx, MoeSaved& s, MoeScratch& scratch, TensorView down_RC,
+                             TensorView y_NC) const {
+  const int64_t N = y_NC.size(0), T = s.gather_plan.total;
+  const TensorView outputs_TC = rows(scratch.gathered_TC, T), sums_NC = rows(scratch.token_sums_NC, N);
+  ctx.kernels.moe_unpermute(down_RC, rows(s.expert_sources_R, s.expert_rows), outputs_TC, Accumulate::overwrite);
+  sum_tokens_to_owners(token_group(ctx), s.gather_plan, outputs_TC, sums_NC);
+  // Without SP the expert-TP ranks gathered the same tokens: their FFN shards' partial sums are summed here.
+  if (config_.parallel.etp > 1 && !config_.parallel.etp_gathers())
+    ctx.parallel.group(dist::GroupKind::etp).all_reduce(sums_NC, dist::ReduceOp::sum);
+  add_rows(sums_NC, y_NC);
+}
+
+void MoeBlock::sum_gathered_grads(const LayerContext& ctx, MoeSaved& s, MoeScratch& scratch, TensorView dx_RC,
+                                  TensorView dprobs_R, TensorView dxn_NC) const {
+  dist::ProcessGroup& group = token_group(ctx);
+  const int64_t N = dxn_NC.size(0), T = s.gather_plan.total, R = s.expert_rows;
+  const int64_t E = config_.router.num_experts, E_loc = E / config_.parallel.ep, first = first_local_expert(ctx);
+  const TensorView sources_R = rows(s.expert_sources_R, R), grads_TC = rows(scratch.gathered_TC, T);
+  ctx.kernels.moe_unpermute(dx_RC, sources_R, grads_TC, Accumulate::overwrite);
+  sum_tokens_to_owners(group, s.gather_plan, grads_TC, dxn_NC);
+  const TensorView dprobs_TE = rows(scratch.gathered_probs_TE, T);
+  fill_zero(dprobs_TE);
+  const int64_t* counts = s.tokens_per_expert_E.data<int64_t>();
+  for (int64_t e = 0, j = 0; e < E_loc; ++e)
+    for (int64_t end = j + counts[e]; j < end; ++j)
+      store_f64(dprobs_TE, sources_R.data<int64_t>()[j] * E + first + e, load_f64(dprobs_R, j));
+  sum_tokens_to_owners(group, s.gather_plan, dprobs_TE, rows(scratch.dprobs_NE, N));
 }
 
 template <class Visit>
@@ -187,7 +257,7 @@ void MoeBlock::for_each_saved(MoeSaved& s, int64_t N, DType dtype, Visit&& f) co
   const DType stat = stat_dtype_for(dtype);
   const int64_t C = config_.hidden, E = config_.router.num_experts, J = max_routed_rows(N), R = max_expert_rows(N);
   const int64_t F = config_.expert_ffn, S = config_.shared_ffn;
-  const bool moves_rows = config_.parallel.ep > 1 || config_.parallel.etp_gathers();
+  const bool moves_rows = config_.parallel.moves_rows();
   f(s.xn_NC, Shape{N, C}, dtype);
   f(s.rstd_N, Shape{N}, stat);
   for (Tensor* t : {&s.logits_NE, &s.probs_NE}) f(*t, Shape{N, E}, stat);
@@ -205,6 +275,7 @@ void MoeBlock::for_each_saved(MoeSaved& s, int64_t N, DType dtype, Visit&& f) co
     f(s.expert_rows_RC, Shape{R, C}, dtype);
     f(s.expert_probs_R, Shape{R}, stat);
   }
+  if (config_.parallel.gathers_tokens()) f(s.expert_sources_R, Shape{R}, DType::i64);
   for (Tensor* t : {&s.gate_RF, &s.up_RF, &s.act_RF}) f(*t, Shape{R, F}, dtype);
   if (S == 0) return;
   if (config_.parallel.sequence_parallel) f(s.shared_xn_NC, Shape{N, C}, dtype);
@@ -234,13 +305,20 @@ void MoeBlock::reserve(MoeScratch& s, int64_t N, DType dtype, TensorAccount a) c
   for (Tensor* t : {&s.expert_dy_RC, &s.dexpert_rows_RC}) *t = Tensor({R, C}, dtype, a);
   for (Tensor* t : {&s.scaled_act_RF, &s.dscaled_RF, &s.dact_RF, &s.dgate_RF, &s.dup_RF}) *t = Tensor({R, F}, dtype, a);
   s.dprobs_J = Tensor({J}, stat, a);
-  if (p.ep > 1 || p.etp_gathers()) {
-    s.dprobs_R = Tensor({R}, stat, a);
+  if (p.moves_rows()) s.dprobs_R = Tensor({R}, stat, a);
+  if (p.gathers_tokens()) {
+    const int64_t T = N * p.ep * (p.etp_gathers() ? p.etp : 1);  // every rank's tokens
+    s.gathered_TC = Tensor({T, C}, dtype, a);
+    s.gathered_map_TE = Tensor({T, E}, DType::u8, a);
+    s.gathered_probs_TE = Tensor({T, E}, stat, a);
+    s.local_map_TE = Tensor({T, E / p.ep}, DType::u8, a);
+    s.token_sums_NC = Tensor({N, C}, dtype, a);
+  } else if (p.moves_rows()) {
     s.local_JC = Tensor({J, C}, dtype, a);
     s.staging_RC = Tensor({R, C}, dtype, a);
     s.staging_R1 = Tensor({R, 1}, stat, a);
   }
-  if (p.ep > 1 && p.etp_gathers()) {
+  if (p.ep > 1 && p.etp_gathers() && !p.gathers_tokens()) {
     const int64_t exchanged = max_routed_rows(N) * p.ep;
     s.middle_RC = Tensor({exchanged, C}, dtype, a);
     s.middle_R1 = Tensor({exchanged, 1}, stat, a);
@@ -305,17 +383,26 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   s.routed_rows = J;
 
   const TensorView sorted_J = rows(s.sorted_J, J), permuted_JC = rows(s.permuted_JC, J);
-  k.moe_permute(xn_NC, routed_map_NE, TensorView(), permuted_JC, TensorView(), sorted_J, s.tokens_per_expert_E);
-  gather_row_probs(s, routed_probs_NE, E, J);
   ExpertExchange rows_way = exchange(ctx, s);
-  rows_way.plan(s.tokens_per_expert_E);
-  s.expert_rows = rows_way.expert_rows();
-  if (rows_way.moves_rows()) {  // the rows go to their experts' ranks, with their weights
-    rows_way.to_experts(permuted_JC, scratch.middle_RC, scratch.staging_RC, s.expert_rows_RC);
-    rows_way.to_experts(as_column(s.probs_J, J), scratch.middle_R1, scratch.staging_R1,
-                        as_column(s.expert_probs_R, s.expert_rows));
+  // moe_shared_expert_overlap: the shared expert's halves run while the rows travel (the same arithmetic).
+  const bool overlap = config_.shared_expert_overlap && rows_way.moves_rows();
+  int64_t shared_rows = 0;
+  if (config_.parallel.gathers_tokens()) {
+    gather_to_experts(ctx, s, scratch, xn_NC, routed_probs_NE, routed_map_NE);
+  } else {
+    k.moe_permute(xn_NC, routed_map_NE, TensorView(), permuted_JC, TensorView(), sorted_J, s.tokens_per_expert_E);
+    gather_row_probs(s, routed_probs_NE, E, J);
+    rows_way.plan(s.tokens_per_expert_E);
+    s.expert_rows = rows_way.expert_rows();
+    if (rows_way.moves_rows()) {  // the rows go to their experts' ranks, with their weights
+      rows_way.to_experts(as_column(s.probs_J, J), scratch.middle_R1, scratch.staging_R1,
+                          as_column(s.expert_probs_R, s.expert_rows));
+      dist::CommHandle pending = rows_way.start_to_experts(permuted_JC, scratch.staging_RC);
+      if (overlap) shared_rows = shared_fc1(ctx, w, xn_NC, s);  // while the rows travel
+      rows_way.finish_to_experts(pending, permuted_JC, scratch.middle_RC, scratch.staging_RC, s.expert_rows_RC);
+    }
   }
-  const ExpertSide x = expert_side(s, rows_way, w);
+  const ExpertSide x = expert_side(ctx, s, w);
   const int64_t R = x.rows;
   const TensorView gate_RF = rows(s.gate_RF, R), up_RF = rows(s.up_RF, R), act_RF = rows(s.act_RF, R);
   const ExpertGemms gemms{k, config_.grouped_gemm, x.sizes};
@@ -325,13 +412,20 @@ void MoeBlock::forward_experts(const LayerContext& ctx, const MoeParams& w, Tens
   const TensorView scaled_RF = rows(scratch.scaled_act_RF, R), down_RC = rows(scratch.expert_dy_RC, R);
   scale_rows(act_RF, x.probs_R, scaled_RF);
   gemms.forward(scaled_RF, x.wd_ECF, down_RC);
-  const TensorView down_JC = rows_way.from_experts(down_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
-  k.moe_unpermute(down_JC, sorted_J, y_NC, Accumulate::add);
-  if (config_.shared_ffn > 0) shared_forward(ctx, w, xn_NC, y_NC, s, scratch);
+  if (config_.parallel.gathers_tokens()) {
+    sum_to_tokens(ctx, s, scratch, down_RC, y_NC);
+  } else {
+    dist::CommHandle pending =
+        rows_way.start_from_experts(down_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
+    if (overlap) shared_fc2(ctx, w, xn_NC, shared_rows, s, scratch);  // while the outputs travel back
+    k.moe_unpermute(rows_way.finish_from_experts(pending), sorted_J, y_NC, Accumulate::add);
+  }
+  if (config_.shared_ffn == 0) return;
+  if (!overlap) shared_fc2(ctx, w, xn_NC, shared_fc1(ctx, w, xn_NC, s), s, scratch);
+  add_scaled_rows(rows(s.shared_out_NC, xn_NC.size(0)), rows(s.shared_scale_N, xn_NC.size(0)), y_NC);
 }
 
-void MoeBlock::shared_forward(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC,
-                              MoeSaved& s, MoeScratch& scratch) const {
+int64_t MoeBlock::shared_fc1(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, MoeSaved& s) const {
   const auto& k = ctx.kernels;
   const int64_t N = xn_NC.size(0);
   // Split over TP as the dense MLP (tp_region.h): with SP its input is every rank's tokens, gathered.
@@ -340,20 +434,24 @@ void MoeBlock::shared_forward(const LayerContext& ctx, const MoeParams& w, Tenso
                                                                  : TensorView());
   const int64_t Ns = xs_NC.size(0);
   const TensorView sg_NS = rows(s.shared_gate_NS, Ns), su_NS = rows(s.shared_up_NS, Ns);
-  const TensorView sact_NS = rows(s.shared_act_NS, Ns), sout_NC = rows(s.shared_out_NC, N);
-  const TensorView scale_N = rows(s.shared_scale_N, N);
   k.linear_forward(xs_NC, w.shared_wg_SC, TensorView(), sg_NS);
   k.linear_forward(xs_NC, w.shared_wu_SC, TensorView(), su_NS);
-  k.swiglu_forward(sg_NS, su_NS, sact_NS);
-  row_parallel_linear(ctx, sact_NS, w.shared_wd_CS, sout_NC, ctx.sp_full(Ns));
+  k.swiglu_forward(sg_NS, su_NS, rows(s.shared_act_NS, Ns));
+  return Ns;
+}
+
+void MoeBlock::shared_fc2(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, int64_t Ns, MoeSaved& s,
+                          MoeScratch& scratch) const {
+  const int64_t N = xn_NC.size(0);
+  const TensorView scale_N = rows(s.shared_scale_N, N);
+  row_parallel_linear(ctx, rows(s.shared_act_NS, Ns), w.shared_wd_CS, rows(s.shared_out_NC, N), ctx.sp_full(Ns));
   if (config_.shared_gate) {
     const TensorView logit_N1 = rows(scratch.shared_logit_N1, N);
-    k.linear_forward(xn_NC, w.shared_gate_1C, TensorView(), logit_N1);
+    ctx.kernels.linear_forward(xn_NC, w.shared_gate_1C, TensorView(), logit_N1);
     sigmoid_rows(logit_N1, scale_N);
   } else {
     for (int64_t n = 0; n < N; ++n) store_f64(scale_N, n, 1.0);
   }
-  add_scaled_rows(sout_NC, scale_N, y_NC);
 }
 
 void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, const MoeParams& g, TensorView xn_NC,
@@ -366,12 +464,17 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   const int64_t N = xn_NC.size(0), E = config_.router.num_experts, J = s.routed_rows;
   const TensorView sorted_J = rows(s.sorted_J, J);
   ExpertExchange rows_way = exchange(ctx, s);
-  const ExpertSide x = expert_side(s, rows_way, w), gx = expert_side(s, rows_way, g);
+  const ExpertSide x = expert_side(ctx, s, w), gx = expert_side(ctx, s, g);
   const int64_t R = x.rows;
+  const bool gathered = config_.parallel.gathers_tokens();
 
   // Each row's output gradient, moved to its expert's rank (and every ETP rank) as the rows were.
   const TensorView dy_RC = rows(scratch.expert_dy_RC, R);
-  if (rows_way.moves_rows()) {
+  if (gathered) {
+    const TensorView gathered_TC = rows(scratch.gathered_TC, s.gather_plan.total);
+    gather_tokens(token_group(ctx), s.gather_plan, dy_NC, gathered_TC);
+    k.moe_gather(gathered_TC, rows(s.expert_sources_R, R), dy_RC);
+  } else if (rows_way.moves_rows()) {
     k.moe_gather(dy_NC, sorted_J, rows(scratch.local_JC, J));
     rows_way.to_experts(rows(scratch.local_JC, J), scratch.middle_RC, scratch.staging_RC, dy_RC);
   } else {
@@ -385,7 +488,7 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   gemms.dgrad(dy_RC, x.wd_ECF, dscaled_RF, Accumulate::overwrite);
   gemms.wgrad(dy_RC, scaled_RF, gx.wd_ECF, wgrad_mode);
   // Each row's weight gradient (a partial sum over this rank's FFN shard with ETP).
-  const TensorView dprobs_R = rows_way.moves_rows() ? rows(scratch.dprobs_R, R) : rows(scratch.dprobs_J, J);
+  const TensorView dprobs_R = config_.parallel.moves_rows() ? rows(scratch.dprobs_R, R) : rows(scratch.dprobs_J, J);
   row_dots(dscaled_RF, act_RF, dprobs_R);
   scale_rows(dscaled_RF, x.probs_R, dact_RF);
 
@@ -397,14 +500,19 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
   gemms.wgrad(dgate_RF, x.x_RC, gx.wg_EFC, wgrad_mode);
   gemms.wgrad(dup_RF, x.x_RC, gx.wu_EFC, wgrad_mode);
   // The rows' gradients and their weights' back to the tokens' rank, summed over the FFN shards.
-  const TensorView dpermuted_JC = rows_way.from_experts(dx_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
-  const TensorView dprobs_J =
-      rows_way.from_experts(dprobs_R.reshape({R, 1}), scratch.middle_R1, scratch.staging_R1, as_column(scratch.dprobs_J, J));
-  RF_CHECK(dprobs_J.raw() == rows(scratch.dprobs_J, J).raw(), "moe backward: the weights' gradients are not in dprobs_J");
-  k.moe_unpermute(dpermuted_JC, sorted_J, dxn_NC, Accumulate::overwrite);
+  if (gathered) {
+    sum_gathered_grads(ctx, s, scratch, dx_RC, dprobs_R, dxn_NC);
+  } else {
+    const TensorView dpermuted_JC =
+        rows_way.from_experts(dx_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
+    const TensorView dprobs_J = rows_way.from_experts(dprobs_R.reshape({R, 1}), scratch.middle_R1,
+                                                      scratch.staging_R1, as_column(scratch.dprobs_J, J));
+    RF_CHECK(dprobs_J.raw() == rows(scratch.dprobs_J, J).raw(), "moe backward: the weights' gradients are not in dprobs_J");
+    k.moe_unpermute(dpermuted_JC, sorted_J, dxn_NC, Accumulate::overwrite);
+    scatter_row_grads(s, scratch, N, E, J);
+  }
 
   // The router: the weights' gradients back to the logits (the choice has none), plus the balancing losses'.
-  scatter_row_grads(s, scratch, N, E, J);
   const TensorView dlogits_NE = rows(scratch.dlogits_NE, N);
   route_backward(config_.router, s.router, rows(s.routing_map_NE, N), rows(scratch.dprobs_NE, N), dlogits_NE);
   if (!dlogits_extra_NE.empty())

@@ -10,6 +10,7 @@
 //   EP   this rank runs experts [q E/EP, (q+1) E/EP) of its EP group on the rows every EP rank routes to them; every
 //        rank keeps all experts' weights (the layout is the whole model's: each expert's gradient comes from its own
 //        rank, zeros elsewhere, and the data-parallel sum completes it).
+//        The allgather dispatcher gathers every token of the group instead and sums the outputs back to their ranks.
 //   TP   the router and norm are replicated: with sequence parallel each TP rank routes its own n = N / TP tokens
 //        (their gradients summed over TP by CausalLm::finish_grads, as the norms'); the shared expert is split over
 //        TP as the dense MLP (its input all-gathered, its output reduce-scattered); each expert's FFN is split over
@@ -37,8 +38,12 @@ struct MoeParallel {
   int64_t tp = 1;   // the dense TP size: the shared expert's split
   int64_t etp = 1;  // each expert's FFN split: 1 or tp
   bool sequence_parallel = false;
+  MoeDispatcher dispatcher = MoeDispatcher::alltoall;  // moe_token_dispatcher_type
   // The expert-TP ranks route different tokens: their rows are gathered for the experts.
   bool etp_gathers() const { return etp > 1 && sequence_parallel; }
+  // Rows move to other ranks' experts; with the allgather dispatcher, by gathering every token.
+  bool moves_rows() const { return ep > 1 || etp_gathers(); }
+  bool gathers_tokens() const { return dispatcher == MoeDispatcher::allgather && moves_rows(); }
 };
 
 struct MoeBlockConfig {
@@ -53,6 +58,9 @@ struct MoeBlockConfig {
   // expert) pair routes no row; with pad_to_capacity every expert gets exactly its capacity (zero-weight rows).
   CapacityConfig capacity;
   bool grouped_gemm = true;  // moe_grouped_gemm; false: a linear call per expert (Megatron's SequentialMLP)
+  // moe_shared_expert_overlap: the shared expert's first half runs while the rows travel to their experts, its second
+  // while their outputs travel back (forward; the alltoall dispatcher; the same bits as without).
+  bool shared_expert_overlap = false;
   static MoeBlockConfig from_model(const ModelConfig& config, const MoeParallel& parallel = {});
 };
 
@@ -82,6 +90,8 @@ struct MoeSaved {
   Tensor expert_rows_RC, expert_probs_R;
   ExpertRowPlan plan;
   ExpertTpPlan etp_plan;
+  TokenGatherPlan gather_plan;  // allgather: every rank's tokens
+  Tensor expert_sources_R;      // allgather: each expert row's token, in the gathered order (i64)
   Tensor shared_xn_NC;  // sequence parallel: the normed input of all N tokens, the shared expert's
   Tensor gate_RF, up_RF, act_RF;
   Tensor shared_gate_NS, shared_up_NS, shared_act_NS, shared_out_NC, shared_scale_N;
@@ -93,7 +103,7 @@ struct MoeSaved {
   void for_each_tensor(F&& f) {
     for (Tensor* t : {&xn_NC, &rstd_N, &logits_NE, &probs_NE, &routing_map_NE, &kept_probs_NE, &kept_map_NE,
                       &router.scores_TE, &sorted_J, &tokens_per_expert_E, &probs_J, &permuted_JC, &expert_rows_RC,
-                      &expert_probs_R, &gate_RF, &up_RF, &act_RF, &shared_xn_NC, &shared_gate_NS, &shared_up_NS,
+                      &expert_probs_R, &expert_sources_R, &gate_RF, &up_RF, &act_RF, &shared_xn_NC, &shared_gate_NS, &shared_up_NS,
                       &shared_act_NS, &shared_out_NC, &shared_scale_N})
       f(*t);
   }
@@ -107,15 +117,26 @@ struct MoeScratch {
   Tensor dlogits_NE, dlogits_cast_NE, logits_cast_NE, dxn_NC;
   Tensor dshared_out_NC, dshared_act_NS, dshared_gate_NS, dshared_up_NS, dshared_scale_N, shared_logit_N1;
   Tensor dshared_xn_NC;  // sequence parallel: the shared expert's input gradient for all N tokens
+  // allgather: the group's T tokens (their rows, map, weights), the map's local columns, this rank's summed rows.
+  Tensor gathered_TC, gathered_map_TE, gathered_probs_TE, local_map_TE, token_sums_NC;
 
   template <class F>
   void for_each_tensor(F&& f) {
     for (Tensor* t : {&expert_dy_RC, &scaled_act_RF, &dscaled_RF, &dact_RF, &dgate_RF, &dup_RF, &dexpert_rows_RC,
                       &dprobs_R, &local_JC, &staging_RC, &staging_R1, &middle_RC, &middle_R1, &dprobs_J, &dprobs_NE,
                       &dlogits_NE, &dlogits_cast_NE, &logits_cast_NE, &dxn_NC, &dshared_out_NC, &dshared_act_NS,
-                      &dshared_gate_NS, &dshared_up_NS, &dshared_scale_N, &shared_logit_N1, &dshared_xn_NC})
+                      &dshared_gate_NS, &dshared_up_NS, &dshared_scale_N, &shared_logit_N1, &dshared_xn_NC,
+                      &gathered_TC, &gathered_map_TE, &gathered_probs_TE, &local_map_TE, &token_sums_NC})
       f(*t);
   }
+};
+
+// What the engine's moe_* keys set on every MoE layer (CausalLm::set_moe_experts).
+struct MoeExpertOptions {
+  CapacityConfig capacity;  // default dropless
+  bool grouped_gemm = true;
+  MoeDispatcher dispatcher = MoeDispatcher::alltoall;
+  bool shared_expert_overlap = false;
 };
 
 class MoeBlock {
@@ -167,12 +188,28 @@ class MoeBlock {
     int64_t rows = 0;
     TensorView wg_EFC, wu_EFC, wd_ECF;
   };
-  ExpertSide expert_side(const MoeSaved& saved, const ExpertExchange& exchange, const MoeParams& w) const;
+  ExpertSide expert_side(const LayerContext& ctx, const MoeSaved& saved, const MoeParams& w) const;
   // The way of the rows to this rank's experts and back, over the groups the config splits them over.
   ExpertExchange exchange(const LayerContext& ctx, MoeSaved& saved) const;
-  // The shared expert: forward adds its output to y_NC; backward adds its input gradient to dxn_NC.
-  void shared_forward(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, TensorView y_NC, MoeSaved& saved,
-                      MoeScratch& scratch) const;
+  // allgather: the group the tokens are gathered over, and the first of this rank's local experts.
+  dist::ProcessGroup& token_group(const LayerContext& ctx) const;
+  int64_t first_local_expert(const LayerContext& ctx) const;
+  // allgather forward: the group's tokens gathered and permuted by this rank's experts into saved.expert_rows_RC
+  // (their weights, sources and counts); the experts' outputs summed back into y_NC.
+  void gather_to_experts(const LayerContext& ctx, MoeSaved& saved, MoeScratch& scratch, TensorView xn_NC,
+                         TensorView probs_NE, TensorView map_NE) const;
+  void sum_to_tokens(const LayerContext& ctx, MoeSaved& saved, MoeScratch& scratch, TensorView down_RC,
+                     TensorView y_NC) const;
+  // allgather backward: the rows' input and weight gradients summed back to the tokens' ranks, into dxn_NC
+  // (overwritten) and scratch.dprobs_NE.
+  void sum_gathered_grads(const LayerContext& ctx, MoeSaved& saved, MoeScratch& scratch, TensorView dx_RC,
+                          TensorView dprobs_R, TensorView dxn_NC) const;
+  // The shared expert's forward in two halves (moe_shared_expert_overlap runs each while rows travel): the column-
+  // parallel gate/up and their product (returns its rows: all N tokens with SP), then the row-parallel down
+  // projection and the gate, into saved.shared_out_NC and shared_scale_N. Backward adds its input gradient to dxn_NC.
+  int64_t shared_fc1(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, MoeSaved& saved) const;
+  void shared_fc2(const LayerContext& ctx, const MoeParams& w, TensorView xn_NC, int64_t shared_rows,
+                  MoeSaved& saved, MoeScratch& scratch) const;
   void shared_backward(const LayerContext& ctx, const MoeParams& w, const MoeParams& g, TensorView xn_NC,
                        MoeSaved& saved, MoeScratch& scratch, TensorView dy_NC, TensorView dxn_NC) const;
 

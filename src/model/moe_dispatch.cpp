@@ -122,20 +122,32 @@ std::span<const int64_t> ExpertExchange::expert_sizes() const {
   return etp_gathers_ ? etp_plan_.local_sizes : ep_plan_.local_sizes;
 }
 
-void ExpertExchange::to_experts(TensorView local_JW, TensorView middle_RW, TensorView staging, TensorView expert_RW) {
+int64_t ExpertExchange::local_rows() const {
+  int64_t J = 0;
+  for (int64_t n : ep_plan_.send_rows) J += n;
+  return J;
+}
+
+dist::CommHandle ExpertExchange::start_to_experts(TensorView local_JW, TensorView staging) {
   RF_CHECK(moves_rows(), "moe exchange: no group moves the rows");
   const int64_t W = local_JW.size(1), R = exchanged_rows();
   check_rows(staging, expert_rows(), W, "staging");
+  if (!ep_) return {};
+  const int64_t J = local_rows();
+  check_rows(local_JW, J, W, "local rows");
+  return ep_->iall_to_all_v(flat(local_JW, J), elements(ep_plan_.send_rows, W, ep_plan_.send_elements),
+                            flat(staging, R), elements(ep_plan_.recv_rows, W, ep_plan_.recv_elements));
+}
+
+void ExpertExchange::finish_to_experts(dist::CommHandle& pending, TensorView local_JW, TensorView middle_RW,
+                                       TensorView staging, TensorView expert_RW) {
+  pending.wait();
+  const int64_t W = local_JW.size(1), R = exchanged_rows();
   check_rows(expert_RW, expert_rows(), W, "expert rows");
   TensorView exchanged = local_JW;  // this rank's rows for its experts, after the EP exchange
   if (ep_) {
-    int64_t J = 0;
-    for (int64_t n : ep_plan_.send_rows) J += n;
-    check_rows(local_JW, J, W, "local rows");
     exchanged = etp_gathers_ ? middle_RW : expert_RW;
     check_rows(exchanged, R, W, "exchanged rows");
-    ep_->all_to_all_v(flat(local_JW, J), elements(ep_plan_.send_rows, W, ep_plan_.send_elements), flat(staging, R),
-                      elements(ep_plan_.recv_rows, W, ep_plan_.recv_elements));
     ep_plan_.chunks.reorder(staging, exchanged, true);
   }
   if (!etp_gathers_) return;
@@ -144,13 +156,19 @@ void ExpertExchange::to_experts(TensorView local_JW, TensorView middle_RW, Tenso
   etp_plan_.chunks.reorder(staging, expert_RW, true);
 }
 
-TensorView ExpertExchange::from_experts(TensorView expert_RW, TensorView middle_RW, TensorView staging,
-                                        TensorView local_JW) {
+void ExpertExchange::to_experts(TensorView local_JW, TensorView middle_RW, TensorView staging, TensorView expert_RW) {
+  dist::CommHandle pending = start_to_experts(local_JW, staging);
+  finish_to_experts(pending, local_JW, middle_RW, staging, expert_RW);
+}
+
+dist::CommHandle ExpertExchange::start_from_experts(TensorView expert_RW, TensorView middle_RW, TensorView staging,
+                                                    TensorView local_JW) {
   const int64_t W = expert_RW.size(1), R = exchanged_rows();
   // Each ETP rank's FFN shard gave partial sums for every row it ran: summed over the shards (the process group has
   // no uneven reduce-scatter: all-reduced, the same sums for twice the bytes), then this rank's own rows taken.
   if (etp_) etp_->all_reduce(first_rows(expert_RW, expert_rows()), dist::ReduceOp::sum);
-  if (!moves_rows()) return first_rows(expert_RW, R);
+  returned_ = first_rows(expert_RW, R);
+  if (!moves_rows()) return {};
   TensorView exchanged = expert_RW;
   if (etp_gathers_) {  // this rank's own rows, into the EP combine's input (or, without EP, the local rows)
     exchanged = ep_ ? middle_RW : local_JW;
@@ -165,15 +183,55 @@ TensorView ExpertExchange::from_experts(TensorView expert_RW, TensorView middle_
                   size_t(chunks.rows[c]) * row_bytes);
       at += chunks.rows[c];
     }
+    returned_ = first_rows(exchanged, R);
   }
-  if (!ep_) return first_rows(exchanged, R);
-  int64_t J = 0;
-  for (int64_t n : ep_plan_.send_rows) J += n;
+  if (!ep_) return {};
+  const int64_t J = local_rows();
   check_rows(local_JW, J, W, "local rows");
   ep_plan_.chunks.reorder(exchanged, staging, false);
-  ep_->all_to_all_v(flat(staging, R), elements(ep_plan_.recv_rows, W, ep_plan_.recv_elements), flat(local_JW, J),
-                    elements(ep_plan_.send_rows, W, ep_plan_.send_elements));
-  return first_rows(local_JW, J);
+  returned_ = first_rows(local_JW, J);
+  return ep_->iall_to_all_v(flat(staging, R), elements(ep_plan_.recv_rows, W, ep_plan_.recv_elements),
+                            flat(local_JW, J), elements(ep_plan_.send_rows, W, ep_plan_.send_elements));
+}
+
+TensorView ExpertExchange::finish_from_experts(dist::CommHandle& pending) {
+  pending.wait();
+  return returned_;
+}
+
+TensorView ExpertExchange::from_experts(TensorView expert_RW, TensorView middle_RW, TensorView staging,
+                                        TensorView local_JW) {
+  dist::CommHandle pending = start_from_experts(expert_RW, middle_RW, staging, local_JW);
+  return finish_from_experts(pending);
+}
+
+void plan_token_gather(dist::ProcessGroup& group, int64_t tokens, TokenGatherPlan& plan) {
+  plan.tokens.resize(size_t(group.size()));
+  int64_t mine = tokens;
+  group.all_gather(TensorView(&mine, DType::i64, Shape{1}),
+                   TensorView(plan.tokens.data(), DType::i64, Shape{int64_t(plan.tokens.size())}));
+  plan.total = plan.first = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    if (r == group.rank()) plan.first = plan.total;
+    plan.total += plan.tokens[size_t(r)];
+  }
+}
+
+void gather_tokens(dist::ProcessGroup& group, TokenGatherPlan& plan, TensorView local_NW, TensorView all_TW) {
+  const int64_t N = plan.tokens[size_t(group.rank())], W = local_NW.size(1);
+  check_rows(local_NW, N, W, "local tokens");
+  check_rows(all_TW, plan.total, W, "gathered tokens");
+  group.all_gather_v(flat(local_NW, N), flat(all_TW, plan.total), elements(plan.tokens, W, plan.elements));
+}
+
+void sum_tokens_to_owners(dist::ProcessGroup& group, const TokenGatherPlan& plan, TensorView all_TW,
+                          TensorView local_NW) {
+  const int64_t N = plan.tokens[size_t(group.rank())], W = all_TW.size(1);
+  check_rows(all_TW, plan.total, W, "gathered tokens");
+  check_rows(local_NW, N, W, "local tokens");
+  group.all_reduce(first_rows(all_TW, plan.total), dist::ReduceOp::sum);
+  std::memcpy(local_NW.raw(), static_cast<const char*>(all_TW.raw()) + size_t(plan.first * W) * all_TW.element_size(),
+              size_t(N * W) * all_TW.element_size());
 }
 
 }  // namespace rf::model

@@ -1,5 +1,5 @@
-// The routed rows' way to this rank's experts and back (megatron.md §6.6, the alltoall dispatcher), through the
-// groups that apply:
+// The routed rows' way to this rank's experts and back (megatron.md §6.6), by either of Megatron's dispatchers.
+// alltoall, through the groups that apply:
 //   EP   the rows of every EP rank's tokens move to the ranks holding their experts by one all-to-all-v (the
 //        per-expert row counts all-gathered first, as Megatron's sync point: the grouped GEMM needs them on the host);
 //   ETP  with experts split over TP ranks (expert tensor parallelism, §6.7) and sequence parallel, each ETP rank's
@@ -10,6 +10,10 @@
 // too); the expert side holds, for each local expert in turn, ETP rank 0's rows, then rank 1's, ... and within
 // each, EP rank 0's tokens' rows, then rank 1's, ... (each in token order): one group per local expert for the
 // grouped GEMM. Each way's backward is the other way (the ETP sum's is the gather, and vice versa).
+// allgather: every token of the group (EP ranks, and ETP ranks with SP) is gathered with its routing map and weights,
+// each rank permutes them by its local experts' columns (rows ordered by local expert, then source rank, then
+// token), and the outputs, unpermuted over all gathered tokens, are summed back to each token's rank. It moves every
+// token rather than its routed rows.
 // Rows of any dtype; W the row width.
 // Legend: N tokens, E experts, EP / ETP the group sizes, E_loc = E / EP local experts, J this rank's routed rows,
 // R the rows the EP exchange brings, R' the rows the experts run on (R, or over every ETP rank with SP).
@@ -71,7 +75,23 @@ struct ExpertTpPlan {
   ChunkOrder chunks;                   // (source ETP rank, local expert)
 };
 
-// This rank's routed rows to its experts and back. Holds references to the plans it fills (kept for backward).
+// Megatron's allgather dispatcher's exchange (§6.6): the tokens (rows of any width) of every rank of the group,
+// gathered in rank order, and back, each rank's rows summed over the group (the process group has no uneven
+// reduce-scatter: an all-reduce, then this rank's rows).
+struct TokenGatherPlan {
+  std::vector<int64_t> tokens;   // [ranks]: each rank's tokens
+  int64_t total = 0, first = 0;  // all ranks' tokens; this rank's first in the gathered order
+  std::vector<int64_t> elements;
+};
+// All-gathers each rank's token count into `plan` (its vectors reused).
+void plan_token_gather(dist::ProcessGroup& group, int64_t tokens, TokenGatherPlan& plan);
+// all_TW = every rank's local_NW, in rank order.
+void gather_tokens(dist::ProcessGroup& group, TokenGatherPlan& plan, TensorView local_NW, TensorView all_TW);
+// all_TW summed over the group in place; this rank's rows of it copied into local_NW.
+void sum_tokens_to_owners(dist::ProcessGroup& group, const TokenGatherPlan& plan, TensorView all_TW,
+                          TensorView local_NW);
+
+// This rank's routed rows to its experts and back (the alltoall dispatcher's). Holds references to the plans it fills (kept for backward).
 class ExpertExchange {
  public:
   // ep / etp: null when the experts are not split over that group. etp_gathers: sequence parallel (the ETP ranks
@@ -95,13 +115,25 @@ class ExpertExchange {
   // expert_RW (each ETP shard's partial sums: summed in place over ETP) back to this rank's J rows, the buffers as
   // to_experts': local_JW, or expert_RW itself when no rows move (only the partial sums are summed).
   TensorView from_experts(TensorView expert_RW, TensorView middle_RW, TensorView staging, TensorView local_JW);
+  // Each way in two halves, so that other work runs while the rows travel (moe_shared_expert_overlap): start sends
+  // (the EP all-to-all, non-blocking), finish waits and places the rows; the same buffers as the whole way's, left
+  // alone in between.
+  dist::CommHandle start_to_experts(TensorView local_JW, TensorView staging);
+  void finish_to_experts(dist::CommHandle& pending, TensorView local_JW, TensorView middle_RW, TensorView staging,
+                         TensorView expert_RW);
+  dist::CommHandle start_from_experts(TensorView expert_RW, TensorView middle_RW, TensorView staging,
+                                      TensorView local_JW);
+  TensorView finish_from_experts(dist::CommHandle& pending);
 
  private:
+  int64_t local_rows() const;  // J: this rank's routed rows (the EP plan's)
+
   dist::ProcessGroup* ep_;
   dist::ProcessGroup* etp_;
   bool etp_gathers_;
   ExpertRowPlan& ep_plan_;
   ExpertTpPlan& etp_plan_;
+  TensorView returned_;  // where start_from_experts leaves this rank's rows
 };
 
 }  // namespace rf::model

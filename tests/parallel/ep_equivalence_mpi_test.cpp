@@ -3,7 +3,7 @@
 // exchanged by the all-to-all dispatcher) and by a one-rank TrainEngine, on every rank: per step the loss, the
 // load-balancing losses when on, every gradient and the grad norm; after the third step every weight
 // (equivalence_checks.h, f32, 1e-5 relative). Qwen3-MoE (all layers sparse) and Qwen2-MoE (a gated shared expert);
-// EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
+// both dispatchers (alltoall, allgather); EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
 // CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss; dropless and with an expert
 // capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank);
 // with moe_layer_recompute (the dispatch's exchanges run again in backward). Tensor parallel with sequence parallel:
@@ -16,6 +16,8 @@
 // Then the refusals.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "dist/parallel_context.h"
 #include "engine/infer_engine.h"
@@ -44,6 +46,8 @@ struct ExpertLayout {
   model::TokenDropPolicy drop_policy = model::TokenDropPolicy::probs;
   bool pad = false;
   bool moe_layer_recompute = false;
+  model::MoeDispatcher dispatcher = model::MoeDispatcher::alltoall;
+  bool shared_overlap = false;  // moe_shared_expert_overlap
   std::string name() const {
     std::string out = fmt::format("{} EP{}", model::arch_name(arch), ep);
     if (tp > 1)
@@ -58,6 +62,8 @@ struct ExpertLayout {
       out += fmt::format(" capacity {} {}{}", capacity_factor,
                          model::enum_names(drop_policy)[size_t(drop_policy)].second, pad ? " padded" : "");
     if (moe_layer_recompute) out += " +moe_layer_recompute";
+    if (dispatcher == model::MoeDispatcher::allgather) out += " allgather";
+    if (shared_overlap) out += " +shared expert overlap";
     return out + " losses: " + balancing;
   }
 };
@@ -98,6 +104,8 @@ engine::EngineConfig engine_config_for(const ExpertLayout& layout, int ep, int p
   c.moe_token_drop_policy = layout.drop_policy;
   c.moe_pad_expert_input_to_capacity = layout.pad;
   c.moe_layer_recompute = layout.moe_layer_recompute;
+  c.moe_token_dispatcher_type = layout.dispatcher;
+  c.moe_shared_expert_overlap = layout.shared_overlap;
   return c;
 }
 
@@ -153,7 +161,12 @@ std::vector<ExpertLayout> layouts_for(int world_size) {
             {.capacity_factor = 0.5},
             {.arch = model::Arch::qwen2_moe, .capacity_factor = 1.0, .drop_policy = model::TokenDropPolicy::position,
              .pad = true},
-            {.balancing = "aux_loss", .moe_layer_recompute = true}};
+            {.balancing = "aux_loss", .moe_layer_recompute = true},
+            {.arch = model::Arch::qwen2_moe, .balancing = "aux_loss", .dispatcher = model::MoeDispatcher::allgather},
+            {.capacity_factor = 1.0, .pad = true, .moe_layer_recompute = true,
+             .dispatcher = model::MoeDispatcher::allgather},
+            {.arch = model::Arch::qwen2_moe, .balancing = "aux_loss", .moe_layer_recompute = true,
+             .shared_overlap = true}};
   return {{.ep = 4},
           {.ep = 4, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
           {},
@@ -166,12 +179,47 @@ std::vector<ExpertLayout> layouts_for(int world_size) {
           {.tp = 2, .etp = 1, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"},
           {.ep = 1, .tp = 2, .tp_extend_ep = true, .balancing = "aux_loss"},
           {.tp = 2, .tp_extend_ep = true, .arch = model::Arch::qwen2_moe},
-          {.tp = 2, .balancing = "aux_loss", .moe_layer_recompute = true}};
+          {.tp = 2, .balancing = "aux_loss", .moe_layer_recompute = true},
+          {.ep = 4, .arch = model::Arch::qwen2_moe, .dispatcher = model::MoeDispatcher::allgather},
+          {.pp = 2, .balancing = "aux_loss", .dispatcher = model::MoeDispatcher::allgather},
+          {.tp = 2, .arch = model::Arch::qwen2_moe, .balancing = "aux_loss",
+           .dispatcher = model::MoeDispatcher::allgather},
+          {.tp = 2, .etp = 1, .dispatcher = model::MoeDispatcher::allgather},
+          {.tp = 2, .tp_extend_ep = true, .dispatcher = model::MoeDispatcher::allgather},
+          {.ep = 4, .arch = model::Arch::qwen2_moe, .shared_overlap = true},
+          {.tp = 2, .arch = model::Arch::qwen2_moe, .shared_overlap = true}};
 }
 
 TEST(ExpertParallel, TrainsLikeOneRank) {
   ASSERT_TRUE(world().size() == 2 || world().size() == 4) << "the layouts are written for 2 and 4 ranks";
   for (const ExpertLayout& layout : layouts_for(world().size())) check_expert_parallel_matches_one_rank(layout);
+}
+
+// moe_shared_expert_overlap only moves the shared expert's work between the exchanges: the same bits.
+TEST(ExpertParallel, SharedExpertOverlapChangesNoBit) {
+  const ExpertLayout plain{.ep = world().size(), .arch = model::Arch::qwen2_moe, .balancing = "aux_loss"};
+  ExpertLayout overlapped = plain;
+  overlapped.shared_overlap = true;
+  const optim::OptimConfig optim = parallel_testing::equivalence_optim();
+  kernels::KernelRegistry kernels;
+  MemoryTracker tracker;
+  const model::ModelConfig config = moe_config(plain);
+  std::vector<Tensor> grads;
+  std::vector<double> losses;
+  for (const ExpertLayout& layout : {plain, overlapped}) {
+    const engine::EngineConfig engine_config = engine_config_for(layout, layout.ep, 1, 1);
+    dist::ParallelContext context = context_for(engine_config);
+    engine::TrainEngine engine(engine_config, optim, config, kernels, context, tracker, 64);
+    engine.init_random_weights(3);
+    const int64_t per_rank = parallel_testing::kMicroBatchesPerStep / context.dp().size();
+    losses.push_back(engine.forward_backward(step_micro_batches(0, context.dp().rank() * per_rank, per_rank),
+                                             parallel_testing::token_mean_nll, engine::ForwardOnly::no)
+                         .loss);
+    grads.push_back(clone(engine.grads().flat(), DType::f32));
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  ASSERT_EQ(grads[0].numel(), grads[1].numel());
+  EXPECT_EQ(std::memcmp(grads[0].view().raw(), grads[1].view().raw(), size_t(grads[0].numel()) * 4), 0);
 }
 
 // Refused before any work, naming the key: EP on a dense model, EP not dividing the experts, the keys not built.
@@ -213,9 +261,14 @@ TEST(ExpertParallel, RefusesWhatItCannotRunByKey) {
               c.moe_tp_extend_ep = true;
             }),
             "moe_tp_extend_ep");
-  EXPECT_EQ(refused([](auto& c) { c.moe_token_dispatcher_type = model::MoeDispatcher::allgather; }),
-            "moe_token_dispatcher_type");
-  EXPECT_EQ(refused([](auto& c) { c.moe_shared_expert_overlap = true; }), "moe_shared_expert_overlap");
+  EXPECT_EQ(refused([](auto& c) {
+              c.moe_shared_expert_overlap = true;
+              c.moe_token_dispatcher_type = model::MoeDispatcher::allgather;
+            }),
+            "moe_shared_expert_overlap");
+  engine::EngineConfig overlap = ep2;
+  overlap.moe_shared_expert_overlap = true;
+  EXPECT_EQ(key_of(moe_config({}), overlap), "moe_shared_expert_overlap");  // Qwen3-MoE: no shared expert
   EXPECT_EQ(refused([](auto& c) { c.moe_aux_loss_coeff = -1; }), "moe_aux_loss_coeff");
 }
 
