@@ -42,7 +42,8 @@ LocalMicroBatch::LocalMicroBatch(const TensorMap& mb, double temperature, const 
   inputs_.targets_N = mb.get("labels");
   inputs_.cu_seqlens = mb.cu_seqlens();
   inputs_.temperature = temperature;
-  // MoE router replay and recording (tensor_map.h): the model checks them (no SP, CP or pipeline chunk).
+  // MoE router replay and recording (tensor_map.h): rows of the real tokens; the model checks them (no CP or
+  // pipeline chunk) and fills sequence parallel's padding rows.
   if (mb.contains("replay_experts")) inputs_.replay_experts_NLk = mb.get("replay_experts");
   if (mb.contains("record_experts")) inputs_.record_experts_NLk = mb.get("record_experts");
   const int cp = parallel.cp().size();
@@ -72,9 +73,13 @@ LocalMicroBatch::LocalMicroBatch(const TensorMap& mb, double temperature, const 
     return;
   }
   if (num_tokens_ % tp != 0) {
+    const model::ModelInputs real = inputs_;
     padded_ = pad_to_multiple(inputs_, tp);
     inputs_ = padded_->inputs(temperature);
+    inputs_.replay_experts_NLk = real.replay_experts_NLk;
+    inputs_.record_experts_NLk = real.record_experts_NLk;
   }
+
   RF_CHECK(inputs_.seq_len <= capacity, "a micro-batch of {} tokens (padded for sequence parallel: {}); the engine "
            "reserved {}", num_tokens_, inputs_.seq_len, capacity);
 }

@@ -4,7 +4,7 @@
 // Keys the engine reads (N tokens, packed):
 //   input_ids i64 [N], position_ids i64 [N], labels i64 [N] (next-token ids, -100 = none),
 //   loss_mask f32 [N] (1 where the token's loss counts), cu_seqlens i32 [D+1] (document boundaries).
-// Optional, MoE models (model_inputs.h; one rank's whole model, no SP or CP): replay_experts i32 [N, L_moe, k], the
+// Optional, MoE models (model_inputs.h; a whole model, no CP; any TP and SP): replay_experts i32 [N, L_moe, k], the
 // experts each token's routers use (router replay); record_experts i32 [N, L_moe, k], written by the forward with
 // the experts each token was routed to.
 #pragma once

@@ -384,9 +384,8 @@ void CausalLm::validate(const ModelInputs& in) const {
                                       std::pair{in.record_experts_NLk, "record_experts_NLk"}}) {
     if (experts.empty()) continue;
     RF_CHECK(moe_.has_value(), "{}: a dense model has no router", what);
-    RF_CHECK(!parallel_.sequence_parallel() && parallel_.cp().size() == 1,
-             "{}: router replay and recording run without sequence or context parallelism", what);
-    check_experts(experts, in.batch * in.seq_len, what);
+    RF_CHECK(parallel_.cp().size() == 1, "{}: router replay and recording run without context parallelism", what);
+    check_experts(experts, in.batch * in.seq_len - in.padding_tokens, what);
   }
 }
 
@@ -396,9 +395,31 @@ void CausalLm::check_experts(TensorView experts_NLk, int64_t N, const char* what
   check_dtype(experts_NLk, DType::i32, what);
 }
 
-// Layer i's [N, k] slice of an experts record (model_inputs.h), or an empty view.
+// Layer i's [N, k] slice of an experts record (model_inputs.h), or an empty view; with SP this rank's rows of it.
 TensorView CausalLm::layer_experts(TensorView experts_NLk, size_t i) const {
-  return experts_NLk.empty() || !is_moe(i) ? TensorView() : experts_NLk.select(1, moe_index_[i]);
+  if (experts_NLk.empty() || !is_moe(i)) return TensorView();
+  const TensorView layer = experts_NLk.select(1, moe_index_[i]);
+  if (!parallel_.sequence_parallel()) return layer;
+  const int64_t n = layer.size(0) / parallel_.tp().size();
+  return layer.slice(0, parallel_.tp().rank() * n, n);
+}
+
+TensorView CausalLm::padded_experts(TensorView experts_NLk, int64_t N, Tensor& buffer) const {
+  const int64_t real = experts_NLk.size(0), L = experts_NLk.size(1), k = experts_NLk.size(2);
+  if (buffer.empty() || buffer.shape() != Shape{N, L, k}) buffer = Tensor({N, L, k}, DType::i32, workspace_account_);
+  copy_convert(experts_NLk, TensorView(buffer).slice(0, 0, real));
+  int32_t* padding = buffer.data<int32_t>() + real * L * k;
+  for (int64_t i = 0; i < (N - real) * L * k; ++i) padding[i] = int32_t(i % k);
+  return buffer;
+}
+
+void CausalLm::gather_record(TensorView work_NLk, TensorView record_NLk) {
+  const int64_t N = work_NLk.size(0), n = N / parallel_.tp().size(), row = work_NLk.size(1) * work_NLk.size(2);
+  if (gathered_record_.empty() || gathered_record_.numel() < N * row)
+    gathered_record_ = Tensor({N * row}, DType::i32, workspace_account_);
+  const TensorView all = TensorView(gathered_record_).slice(0, 0, N * row);
+  parallel_.tp().all_gather(work_NLk.slice(0, parallel_.tp().rank() * n, n).reshape({n * row}), all);
+  copy_convert(all.slice(0, 0, record_NLk.numel()).reshape(record_NLk.shape()), record_NLk);
 }
 
 ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
@@ -435,6 +456,9 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   RF_CHECK(!a.forward_only || saved_for == SavedFor::nothing,
            "forward: forward-only activations keep nothing a backward could read");
   a.inputs = in;
+  // Sequence parallel's padding rows get experts too (any: they take no loss), so each rank's rows are whole.
+  if (!in.replay_experts_NLk.empty() && in.padding_tokens > 0)
+    a.inputs.replay_experts_NLk = padded_experts(in.replay_experts_NLk, in.batch * in.seq_len, a.replay_NLk);
   a.forward_done = false;
   const int64_t N = in.batch * in.seq_len;
   const LayerContext ctx = context();
@@ -460,13 +484,21 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
       dist::TpReduce::forward(parallel_.tp(), input_NC);
     }
   }
+  // Router recording: with SP each rank's rows into a whole micro-batch's record, gathered over TP after the layers.
+  TensorView record_NLk = in.record_experts_NLk;
+  if (!record_NLk.empty() && parallel_.sequence_parallel()) {
+    const Shape shape_NLk{N, record_NLk.size(1), record_NLk.size(2)};
+    if (record_work_.empty() || record_work_.shape() != shape_NLk)
+      record_work_ = Tensor(shape_NLk, DType::i32, workspace_account_);
+    record_NLk = record_work_;
+  }
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
     params_needed(span_.hf_layers[i]);
     if (distributes_input(i) && !a.forward_only) keep_input_slice(a, i, n);
     if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
-    if (const TensorView record = layer_experts(in.record_experts_NLk, i); !record.empty())
-      routed_experts(rows(layer_slots(a, i).moe.routing_map_NE, N), moe_->config().router.top_k, record);
+    if (const TensorView record = layer_experts(record_NLk, i); !record.empty())
+      routed_experts(rows(layer_slots(a, i).moe.routing_map_NE, n), moe_->config().router.top_k, record);
     if (moe_losses_ && is_moe(i) && saved_for == SavedFor::backward)
       moe_losses_->count(moe_index_[i], rows(layer_slots(a, i).moe.logits_NE, n), documents(in), real_tokens(in),
                          moe_loss_group(), a.moe_losses);
@@ -476,6 +508,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
       a.offloaded[i].offload(saved_for == SavedFor::backward ? OffloadContents::keep : OffloadContents::discard);
   }
   if (moe_losses_ && saved_for == SavedFor::backward) moe_losses_->pool(a.moe_losses);
+  if (!in.record_experts_NLk.empty() && parallel_.sequence_parallel()) gather_record(record_NLk, in.record_experts_NLk);
   a.forward_done = true;
   last_forward_ = &a;
   ModelOutputs out;

@@ -90,6 +90,7 @@ class CausalLm {
     LmHeadSaved head;  // with the head
     ValueHeadSaved value;
     ModelInputs inputs;  // of its forward
+    Tensor replay_NLk;   // router replay with sequence parallel's padding: the padded experts its inputs point to
     bool forward_done = false;
     // make_forward_only_activations: one layer's tensors, which every layer of a forward-only pass writes in turn,
     // and two residual-stream buffers it alternates between; no backward can read them.
@@ -250,6 +251,10 @@ class CausalLm {
   // Router replay and recording (model_inputs.h): an experts record's shape, and layer i's [N, k] slice of one.
   void check_experts(TensorView experts_NLk, int64_t N, const char* what) const;
   TensorView layer_experts(TensorView experts_NLk, size_t i) const;
+  // Router replay under SP: the real tokens' experts, with sequence parallel's padding rows filled, in `buffer`
+  // (N rows); and recording: this TP rank's rows of work_NLk gathered, the real rows into record_NLk.
+  TensorView padded_experts(TensorView experts_NLk, int64_t N, Tensor& buffer) const;
+  void gather_record(TensorView work_NLk, TensorView record_NLk);
 
   ModelConfig config_;
   ModelSpan span_;
@@ -312,6 +317,7 @@ class CausalLm {
   Tensor dlogits_extra_NE_;         // the losses' gradient of one MoE layer's router logits
   std::vector<int32_t> row_documents_;
   Tensor real_tokens_N_;
+  Tensor record_work_, gathered_record_;  // router recording with SP (gather_record)
   LmHeadScratch head_scratch_;
   ValueHeadScratch value_scratch_;
   Tensor dresid_NC_;

@@ -31,8 +31,8 @@ struct ModelInputs {
   const ContextSplit* context = nullptr;
   // MoE router replay (verl's router_replay R2 / R3; moe_router.h's route_forward_replayed): i32 [N, L_moe, k],
   // token n's k experts in each of the model chunk's MoE layers, in layer order (any order within the k). The routers
-  // compute the weights for these experts from their own logits. Empty: each router chooses. Not with sequence or
-  // context parallelism (the rows are the micro-batch's N tokens).
+  // compute the weights for these experts from their own logits. Empty: each router chooses. The rows are the
+  // micro-batch's real tokens (N less padding_tokens; the model fills the padding's); not with context parallelism.
   TensorView replay_experts_NLk;
   // When given (i32 [N, L_moe, k]), forward writes there the experts each MoE layer routed each token to, in
   // increasing order (the replayed ones under replay): what replay_experts_NLk takes. The caller owns it.

@@ -4,7 +4,9 @@
 # rollout's routing, so at every step every recorded token's routing in the trainer is the rollout's
 # (moe/replay_routing_match, counted, 1.0) and the trainer's old log-probs are the rollout's to 1e-5. The expert-load
 # metrics are logged for both. Then the same run without replay logs the natural agreement, R2 runs, R3 runs on two
-# ranks (R2 is refused there), and a dense model refuses a replay mode by name.
+# ranks (R2 is refused there) and at TP 2 with sequence parallel (the rollout at TP 2; each rank routes its own
+# tokens), TP 2 without sequence parallel is refused for the MoE actor, and a dense model refuses a replay mode by
+# name.
 source "$(dirname "$0")/common.sh"
 quiet "$RLFORGE" init-model --arch qwen3_moe --out "$SCRATCH/moe" --seed 3 --hidden 32 --layers 2 --heads 4 \
   --kv-heads 2 --ffn 64 --experts 8 --top-k 2 --moe-ffn 32 --norm-topk-prob 1
@@ -78,6 +80,26 @@ assert len(steps) == 2 and all(r["moe/replay_routing_match"] == 1.0 for r in ste
 assert all(r["rollout/logprob_diff_max"] <= 1e-5 for r in steps), [r["rollout/logprob_diff_max"] for r in steps]
 print("ok R3 on two ranks")
 PY
+# TP 2 + SP: the actor's ranks each replay their own tokens' rows, the rollout decodes at TP 2 (experts split).
+"$RLFORGE" --nproc 2 "${train[@]}" trainer.total_training_steps=2 trainer.num_threads=1 \
+  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 actor_rollout_ref.actor.megatron.sequence_parallel=true \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=2 trainer.default_local_dir="$SCRATCH/tp2" \
+  > "$SCRATCH/tp2.log" 2>&1 || { tail -20 "$SCRATCH/tp2.log"; fail "GRPO with router replay R3 at TP 2 failed"; }
+python3 - "$SCRATCH/tp2/metrics.jsonl" <<'PY' || fail "R3 metrics at TP 2"
+import json, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r["step"] > 0]
+assert len(steps) == 2 and all(r["moe/replay_routing_match"] == 1.0 for r in steps), steps
+assert all(r["rollout/logprob_diff_max"] <= 1e-5 for r in steps), [r["rollout/logprob_diff_max"] for r in steps]
+print("ok R3 at TP 2 + SP, rollout TP 2")
+PY
+if "$RLFORGE" --nproc 2 "${train[@]}" actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
+  actor_rollout_ref.rollout.tensor_model_parallel_size=2 trainer.num_threads=1 \
+  trainer.default_local_dir="$SCRATCH/tp2_no_sp" > "$SCRATCH/stdout" 2> "$SCRATCH/stderr"; then
+  fail "--nproc 2: an MoE actor at TP 2 without sequence parallel was not refused"
+fi
+grep -q "^rlforge: .*actor_rollout_ref.actor.megatron.sequence_parallel: false with tensor_model_parallel_size 2" \
+  "$SCRATCH/stderr" || { cat "$SCRATCH/stderr" >&2; fail "--nproc 2: TP 2 without SP not refused by name"; }
+
 # (under mpirun the abort notice follows rank 0's error line)
 if "$RLFORGE" --nproc 2 "${train[@]}" actor_rollout_ref.actor.router_replay.mode=R2 trainer.num_threads=1 \
   trainer.default_local_dir="$SCRATCH/two_r2" > "$SCRATCH/stdout" 2> "$SCRATCH/stderr"; then
@@ -91,4 +113,4 @@ expect_error "actor_rollout_ref.actor.router_replay.mode: R3: the model has no M
   actor_rollout_ref.model.path="$SCRATCH/dense" trainer.default_local_dir="$SCRATCH/dense_run"
 expect_error "router_replay.mode" "${train[@]}" actor_rollout_ref.actor.router_replay.mode=R4 \
   trainer.default_local_dir="$SCRATCH/bad_mode"
-echo "PASS: GRPO on a tiny Qwen3-MoE with router replay R3 (match 1.0, log-probs within 1e-5), R2, disabled, two ranks"
+echo "PASS: GRPO on a tiny Qwen3-MoE with router replay R3 (match 1.0, log-probs within 1e-5), R2, disabled, two ranks, TP 2"

@@ -114,19 +114,36 @@ dist::ParallelContext context_for(const engine::EngineConfig& config) {
                                        config.sequence_parallel);
 }
 
-void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
-  SCOPED_TRACE(layout.name());
-  const engine::EngineConfig parallel_config = engine_config_for(layout, layout.ep, layout.pp, layout.cp, layout.tp);
-  dist::ParallelContext context = context_for(parallel_config);
+// A layout's TrainEngine over the world and a one-rank TrainEngine of the same model, weights from one seed.
+struct EnginePair {
+  explicit EnginePair(const ExpertLayout& layout)
+      : parallel_config(engine_config_for(layout, layout.ep, layout.pp, layout.cp, layout.tp)),
+        context(context_for(parallel_config)),
+        config(moe_config(layout)),
+        parallel(parallel_config, optim, config, kernels, context, tracker, 64),
+        single(engine_config_for(layout, 1, 1, 1), optim, config, kernels, one_rank, one_tracker, 64) {
+    parallel.init_random_weights(3);
+    single.init_random_weights(3);
+  }
+  const engine::EngineConfig parallel_config;
+  dist::ParallelContext context;
   dist::ParallelContext one_rank = dist::ParallelContext::single_process();
   const optim::OptimConfig optim = parallel_testing::equivalence_optim();
   kernels::KernelRegistry kernels;
   MemoryTracker tracker, one_tracker;
-  const model::ModelConfig config = moe_config(layout);
-  engine::TrainEngine parallel(parallel_config, optim, config, kernels, context, tracker, 64);
-  engine::TrainEngine single(engine_config_for(layout, 1, 1, 1), optim, config, kernels, one_rank, one_tracker, 64);
-  parallel.init_random_weights(3);
-  single.init_random_weights(3);
+  const model::ModelConfig config;
+  engine::TrainEngine parallel, single;
+};
+
+void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
+  SCOPED_TRACE(layout.name());
+  EnginePair engines(layout);
+  const engine::EngineConfig& parallel_config = engines.parallel_config;
+  dist::ParallelContext& context = engines.context;
+  const model::ModelConfig& config = engines.config;
+  engine::TrainEngine &parallel = engines.parallel, &single = engines.single;
+  kernels::KernelRegistry& kernels = engines.kernels;
+  MemoryTracker& tracker = engines.tracker;
   parallel_testing::expect_three_steps_match(parallel, single, context);
   const int64_t per_rank = parallel_testing::kMicroBatchesPerStep / context.dp().size();
   const int64_t first = context.dp().rank() * per_rank;
@@ -193,6 +210,50 @@ std::vector<ExpertLayout> layouts_for(int world_size) {
 TEST(ExpertParallel, TrainsLikeOneRank) {
   ASSERT_TRUE(world().size() == 2 || world().size() == 4) << "the layouts are written for 2 and 4 ranks";
   for (const ExpertLayout& layout : layouts_for(world().size())) check_expert_parallel_matches_one_rank(layout);
+}
+
+// Router recording and replay (verl's router replay) at TP 2 with sequence parallel (and its padding rows: the
+// micro-batches have odd token counts): each rank records its own tokens' experts, gathered into the micro-batch's
+// record, equal to one rank's; replaying other experts (each recorded one shifted by one) gives one rank's
+// log-probs under the same replay.
+TEST(ExpertParallel, RouterReplayAndRecordingAtTensorParallelMatchOneRank) {
+  EnginePair engines({.ep = world().size() / 2, .tp = 2, .arch = model::Arch::qwen2_moe});
+  const dist::ParallelContext& context = engines.context;
+  const model::ModelConfig& config = engines.config;
+  engine::TrainEngine &parallel = engines.parallel, &single = engines.single;
+  const int64_t per_rank = parallel_testing::kMicroBatchesPerStep / context.dp().size();
+  const int64_t first = context.dp().rank() * per_rank, L = 2, k = config.moe.num_experts_per_tok;
+  auto with = [&](std::vector<engine::TensorMap> mbs, const char* key, const std::vector<Tensor>* experts) {
+    for (size_t i = 0; i < mbs.size(); ++i)
+      mbs[i].set(key, experts ? clone((*experts)[i].view(), DType::i32)
+                              : Tensor({mbs[i].num_tokens(), L, k}, DType::i32));
+    return mbs;
+  };
+  const auto recorded_one = with(step_micro_batches(5, 0, parallel_testing::kMicroBatchesPerStep), "record_experts",
+                                 nullptr);
+  single.compute_log_prob(recorded_one, 1.0, model::EntropyOutput::skip);
+  const auto recorded = with(step_micro_batches(5, first, per_rank), "record_experts", nullptr);
+  parallel.compute_log_prob(recorded, 1.0, model::EntropyOutput::skip);
+  bool padded = false;
+  for (size_t i = 0; i < recorded.size(); ++i) {
+    const TensorView got = recorded[i].get("record_experts"), want = recorded_one[size_t(first) + i].get("record_experts");
+    padded = padded || recorded[i].num_tokens() % 2 != 0;
+    ASSERT_EQ(got.numel(), want.numel());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), size_t(got.numel()) * 4), 0) << "micro-batch " << i;
+  }
+  EXPECT_TRUE(world().all_reduce_scalar(padded, dist::ReduceOp::max)) << "no micro-batch has SP padding";
+  std::vector<Tensor> mine;  // this rank's micro-batches' records, each expert shifted by one
+  for (int64_t i = first; i < first + per_rank; ++i) {
+    mine.push_back(clone(recorded_one[size_t(i)].get("record_experts"), DType::i32));
+    for (int64_t j = 0; j < mine.back().numel(); ++j)
+      mine.back().data<int32_t>()[j] = (mine.back().data<int32_t>()[j] + 1) % int32_t(config.moe.num_experts);
+  }
+  parallel_testing::expect_outputs_match(
+      parallel.compute_log_prob(with(step_micro_batches(5, first, per_rank), "replay_experts", &mine), 1.0,
+                                model::EntropyOutput::compute),
+      single.compute_log_prob(with(step_micro_batches(5, first, per_rank), "replay_experts", &mine), 1.0,
+                              model::EntropyOutput::compute),
+      "replayed");
 }
 
 // moe_shared_expert_overlap only moves the shared expert's work between the exchanges: the same bits.

@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "core/error.h"
+#include "engine/pipeline_stage.h"
 #include "model/model_config.h"
+#include "model/param_layout.h"
 #include "rl/trainer/role_placement.h"
 
 namespace rf::rl {
@@ -58,6 +60,22 @@ void check_update_schedule(const RlConfig& config, const MegatronRole& role, con
                                   "{}.ppo_micro_batch_size_per_gpu {})",
                                   e.detail(), num_microbatches, cut.section, cut.mini_batch_size, n, num_dp_ranks,
                                   cut.section, cut.micro ? fmt::format("{}", *cut.micro) : "null: the share in one"));
+  }
+}
+
+// The role's parallel sizes against its model, before any work: TP's even splits, CP's heads, EP's experts, and
+// sequence parallel for a trained MoE model at TP > 1. A model folder without a config.json is the run's to refuse.
+void check_model_layout(const MegatronRole& role) {
+  const std::filesystem::path config_json = std::filesystem::path(role.model_dir) / "config.json";
+  if (!std::filesystem::exists(config_json)) return;
+  const model::ModelConfig model_config = model::ModelConfig::from_file(config_json.string());
+  try {
+    model::check_tp_divides(model_config, role.megatron->tp_shard(0));
+    engine::check_context_parallel(*role.megatron, model_config);
+    engine::check_expert_parallel(*role.megatron, model_config);
+    if (role.trains) engine::check_moe_training(*role.megatron, model_config);
+  } catch (const ConfigError& e) {
+    throw ConfigError(role.key_prefix + e.key_path(), fmt::format("{} in {}", e.detail(), config_json.string()));
   }
 }
 
@@ -130,7 +148,9 @@ void check_rl_layout(const RlConfig& config, int world_size) {
   // The pipelines, against the models. A role whose config names no model is refused by the run itself
   // (actor_rollout_ref.model.path, reward_model.model.path), with its own message.
   for (const MegatronRole& role : megatron_roles(config)) {
-    if (!role.megatron->splits_layers() || role.model_dir.empty()) continue;
+    if (role.model_dir.empty()) continue;
+    check_model_layout(role);
+    if (!role.megatron->splits_layers()) continue;
     const model::PipelineSplit split = pipeline_split(role);
     if (role.trains) check_update_schedule(config, role, split, role.name == "critic" ? critic_dp : actor_dp);
   }
