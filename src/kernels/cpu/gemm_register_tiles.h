@@ -2,9 +2,10 @@
 //  - dot_block: out_RC = a_RK b_CK^T, both operands unit stride along K (the grouped forward's rows of x against
 //    rows of w, unpacked); one vector accumulator per output, summed across its lanes at the end, the K % kLanes
 //    tail in scalars;
-//  - broadcast_block: acc_RS (= or +=) a_RK b_KS over S = V * kLanes columns of b packed k-major in f32, a read
-//    element by element at any strides; one fma per k per element, k ascending. The ordered GEMM's tile
-//    (ordered_microkernel.h) and the grouped dgrad and wgrad (grouped_few_rows.cpp) are this block.
+//  - broadcast_block: acc_RS (= or +=) a_RK b_KS over S = V * kLanes columns of b (rows unit stride: packed, or
+//    a strip of w in place), a read element by element at any strides; one fma per k per element, k ascending.
+//    The ordered GEMM's tile (ordered_microkernel.h) and the grouped dgrad and wgrad (grouped_few_rows.cpp) are
+//    this block.
 // Everything is multiplied and added in f32, bf16 widened on load.
 // In an unnamed namespace: each variant keeps its own copy (cpu_kernels.h).
 #pragma once
@@ -59,17 +60,17 @@ void dot_block(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t K, floa
     }
 }
 
-// acc holds R rows of S floats at a stride of ld_acc; resume adds onto them, else they start at zero.
-template <int64_t R, int64_t V, class T>
-void broadcast_block(const T* a, int64_t a_row, int64_t a_depth, const float* b, int64_t K, float* acc,
+// b rows are ld_b apart (packed: S); acc holds R rows of S floats ld_acc apart; resume adds onto them, else
+// they start at zero.
+template <int64_t R, int64_t V, class Ta, class Tb>
+void broadcast_block(const Ta* a, int64_t a_row, int64_t a_depth, const Tb* b, int64_t ld_b, int64_t K, float* acc,
                      int64_t ld_acc, bool resume) {
-  constexpr int64_t S = V * kLanes;
   Vec c[R][V];
 #pragma GCC unroll 16
   for (int64_t r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int64_t v = 0; v < V; ++v) c[r][v] = resume ? vec_load(acc + r * ld_acc + v * kLanes) : vec_zero();
-  for (int64_t k = 0; k < K; ++k, b += S) {
+  for (int64_t k = 0; k < K; ++k, b += ld_b) {
     Vec bk[V];
 #pragma GCC unroll 4
     for (int64_t v = 0; v < V; ++v) bk[v] = vec_load(b + v * kLanes);

@@ -21,9 +21,11 @@ constexpr int64_t kDotRows = 3, kDotCols = 3, kBcRows = 6, kBcVecs = 2;
 #endif
 constexpr int64_t kStrip = kBcVecs * kLanes;
 
-// dw rows are packed per strip in f32 for dgrad, kDepthChunk at a time: 64 x kStrip floats (16 KiB on AVX-512)
-// stay in L1 next to the M x kStrip partial sums while every row block of dy passes over them.
-constexpr int64_t kDepthChunk = 64;
+// dgrad reads w in place, kDepthChunk rows by kColBlock columns at a time (contiguous 1 KiB row pieces in f32,
+// which the prefetcher follows, unlike strips of a few cache lines): 64 x 256 f32 stay in L2 while every row
+// block of dy passes over them, the partial sums of kFewRows x kColBlock in L1. Only a strip narrower than kStrip
+// (the end of a tile) is packed, zero-padded.
+constexpr int64_t kDepthChunk = 64, kColBlock = 256;
 
 inline void store_f32(float* p, float v) { *p = v; }
 inline void store_f32(bf16* p, float v) { *p = to_bf16(v); }
@@ -70,25 +72,35 @@ void forward_tile(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_
   }
 }
 
-// Per strip of dx columns: w packed kDepthChunk rows at a time, each chunk applied to all M rows (partial sums
-// in acc), then dx written once.
+// Per block of dx columns: w applied kDepthChunk rows at a time to all M rows (partial sums in acc), then dx
+// written once.
 template <class T>
 void dgrad_tile(const T* dy, int64_t ldy, const T* w, int64_t ldw, T* dx, int64_t ldx, int64_t M, int64_t O,
                 int64_t I, Accumulate mode) {
   alignas(64) float packed[kDepthChunk * kStrip];
-  alignas(64) float acc[kFewRows * kStrip];
-  for (int64_t i0 = 0; i0 < I; i0 += kStrip) {
-    const int64_t width = std::min(kStrip, I - i0);
-    if (O == 0) std::fill(acc, acc + M * kStrip, 0.0f);
+  alignas(64) float acc[kFewRows * kColBlock];
+  for (int64_t c0 = 0; c0 < I; c0 += kColBlock) {
+    const int64_t block = std::min(kColBlock, I - c0);
+    if (O == 0) std::fill(acc, acc + M * kColBlock, 0.0f);
     for (int64_t o0 = 0; o0 < O; o0 += kDepthChunk) {
       const int64_t depth = std::min(kDepthChunk, O - o0);
-      pack_strip(w + o0 * ldw + i0, ldw, depth, width, packed);
-      for (int64_t m0 = 0; m0 < M; m0 += kBcRows)
-        with_rows<kBcRows>(std::min(kBcRows, M - m0), [&](auto R) {
-          broadcast_block<R, kBcVecs>(dy + m0 * ldy + o0, ldy, 1, packed, depth, acc + m0 * kStrip, kStrip, o0 > 0);
-        });
+      for (int64_t s0 = 0; s0 < block; s0 += kStrip) {
+        const int64_t width = std::min(kStrip, block - s0);
+        const T* strip = w + o0 * ldw + c0 + s0;
+        if (width < kStrip) pack_strip(strip, ldw, depth, width, packed);
+        for (int64_t m0 = 0; m0 < M; m0 += kBcRows)
+          with_rows<kBcRows>(std::min(kBcRows, M - m0), [&](auto R) {
+            const T* a = dy + m0 * ldy + o0;
+            float* out = acc + m0 * kColBlock + s0;
+            if (width == kStrip) {
+              broadcast_block<R, kBcVecs>(a, ldy, 1, strip, ldw, depth, out, kColBlock, o0 > 0);
+            } else {
+              broadcast_block<R, kBcVecs>(a, ldy, 1, packed, kStrip, depth, out, kColBlock, o0 > 0);
+            }
+          });
+      }
     }
-    for (int64_t m = 0; m < M; ++m) store_row(dx + m * ldx + i0, acc + m * kStrip, width, mode);
+    for (int64_t m = 0; m < M; ++m) store_row(dx + m * ldx + c0, acc + m * kColBlock, block, mode);
   }
 }
 
@@ -105,7 +117,7 @@ void wgrad_tile(const T* dy, int64_t ldy, const T* x, int64_t ldx, float* dw, in
     for (int64_t o0 = 0; o0 < O; o0 += kBcRows) {
       const int64_t rows = std::min(kBcRows, O - o0);
       with_rows<kBcRows>(rows, [&](auto R) {
-        broadcast_block<R, kBcVecs>(dy + o0, 1, ldy, packed, M, acc, kStrip, false);
+        broadcast_block<R, kBcVecs>(dy + o0, 1, ldy, packed, kStrip, M, acc, kStrip, false);
       });
       for (int64_t r = 0; r < rows; ++r) store_row(dw + (o0 + r) * ldw + i0, acc + r * kStrip, width, mode);
     }

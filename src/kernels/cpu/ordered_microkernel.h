@@ -25,7 +25,7 @@ constexpr int64_t kMr = 6, kNr = 16;
 #if defined(__AVX2__)
 // a[k * kMr + i] is element (i, k): a block over a packed panel, bit for bit the contract's fma chain.
 void ordered_tile(int64_t kc, const float* a, const float* b, float* acc, int64_t ld_acc, bool resume) {
-  broadcast_block<kMr, kNr / kLanes>(a, 1, kMr, b, kc, acc, ld_acc, resume);
+  broadcast_block<kMr, kNr / kLanes>(a, 1, kMr, b, kNr, kc, acc, ld_acc, resume);
 }
 
 #else
