@@ -9,9 +9,9 @@
 // (dtype, shape, counts, layer, pass):
 //   RESULT grouped_gemm <dtype> <shape> J=<J> E=<E> <skewed|uniform> <layer> <pass> grouped_ms=<t> loop_ms=<t>
 //          ratio_vs_loop=<loop/grouped> spread=<grouped>/<loop> GFLOP/s=<rate> %peak=<of the measured GEMM peak>
-//          loop_%peak=<the loop's> bound=<loop time / time at the peak: the most any grouped kernel could gain>
-//          w_GB/s=<the grouped call's weight traffic (w read, or dw read and written) per second> %read_bw=<of the
-//          measured read bandwidth: near 100, the grouped call is bound by streaming the experts' weights>
+//          loop_%peak=<the loop's> bound=<loop time / time at the peak: the most a compute-bound grouped call could gain>
+//          w_GB/s=<the grouped call's weight traffic (w read, or dw read and written) per second: with a few rows
+//          per expert both calls stream the experts' weights, and this rate, not the GEMM peak, bounds them>
 // Timing: one warm-up call, then the median of 5-25 calls (~0.25 s); spread = (slowest - fastest) / median.
 // A round whose spread exceeds kMaxSpread was disturbed (the machine is shared): it is measured again, up
 // to kAttempts times, and the calmest attempt is printed (its spread says whether it is to be quoted).
@@ -108,37 +108,13 @@ Round measure(const std::function<void()>& grouped, const std::function<void()>&
   return best;
 }
 
-// GB/s of a parallel sum over 1 GiB: what streaming the experts' weights from memory can reach.
-double measure_read_bandwidth() {
-  const Tensor buffer({int64_t(1) << 28}, DType::f32);
-  rf::fill_uniform(buffer, rf::Philox(7, 0), 0.0, 1.0);
-  const float* p = buffer.data<float>();
-  const int64_t n = buffer.numel();
-  float sink = 0.0f;
-  const rf::bench::Timing t = rf::bench::time_calls(
-      [&] {
-        // 16 independent sums (a vector add per 16 floats), not one latency chain of scalar adds.
-#pragma omp parallel
-        {
-          float partial[16] = {};
-#pragma omp for schedule(static)
-          for (int64_t i = 0; i < n; i += 16)
-            for (int64_t j = 0; j < 16; ++j) partial[j] += p[i + j];
-#pragma omp critical(rf_read_bandwidth)
-          for (float x : partial) sink += x;
-        }
-      },
-      {5, 5, 0.0});
-  return sink == 0.0f ? 0.0 : double(n) * 4.0 / t.median * 1e-9;
-}
-
 struct Layer {
   const char* name;
   int64_t I, O;
 };
 
 // Grouped against loop for each pass of one layer of one shape, one RESULT line per pass.
-void bench_layer(const KernelTable& t, DType dtype, double peak, double read_bw, const char* shape, const Counts& c,
+void bench_layer(const KernelTable& t, DType dtype, double peak, const char* shape, const Counts& c,
                  const Layer& layer) {
   const int64_t J = c.J, E = c.E;
   const std::vector<int64_t>& counts = c.counts;
@@ -186,12 +162,12 @@ void bench_layer(const KernelTable& t, DType dtype, double peak, double read_bw,
     const double gflops = flops / round.grouped.median * 1e-9, at_peak = flops / (peak * 1e9);
     const double weight_gbs = expert_elements * element_bytes / round.grouped.median * 1e-9;
     std::printf("RESULT grouped_gemm %s %s J=%ld E=%ld %s %s %s grouped_ms=%.3f loop_ms=%.3f ratio_vs_loop=%.2f "
-                "spread=%.2f/%.2f GFLOP/s=%.1f %%peak=%.1f loop_%%peak=%.1f bound=%.2f w_GB/s=%.1f %%read_bw=%.0f\n",
+                "spread=%.2f/%.2f GFLOP/s=%.1f %%peak=%.1f loop_%%peak=%.1f bound=%.2f w_GB/s=%.1f\n",
                 rf::dtype_name(dtype).data(), shape, long(J), long(E), c.kind, layer.name, pass,
                 round.grouped.median * 1e3, round.looped.median * 1e3, round.looped.median / round.grouped.median,
                 round.grouped.spread, round.looped.spread, gflops, 100.0 * gflops / peak,
                 100.0 * at_peak / round.looped.median, round.looped.median / at_peak,
-                weight_gbs, 100.0 * weight_gbs / read_bw);
+                weight_gbs);
     std::fflush(stdout);
   }
 }
@@ -219,8 +195,6 @@ int main(int argc, char** argv) {
   const rf::ThreadPool pool(threads, "--threads");
   const KernelRegistry registry;
   std::printf("# %s\n# fc1 C -> 2F (gate and up), fc2 F -> C; median of 5-25 calls\n", pool.describe().c_str());
-  const double read_bw = measure_read_bandwidth();
-  std::printf("RESULT read_bandwidth GB/s=%.1f\n", read_bw);
   for (DType dtype : {DType::f32, DType::bf16}) {
     const double peak = measure_gemm_peak(dtype).best();
     const KernelTable& t = registry.table(KernelOp::moe, dtype);
@@ -234,7 +208,7 @@ int main(int argc, char** argv) {
         for (int64_t n : c.counts) std::printf(" %ld", long(n));
         std::printf("\n");
         for (const Layer& layer : {Layer{"fc1", shape.C, 2 * shape.F}, Layer{"fc2", shape.F, shape.C}})
-          bench_layer(t, dtype, peak, read_bw, shape.name, c, layer);
+          bench_layer(t, dtype, peak, shape.name, c, layer);
       }
     }
   }
