@@ -9,7 +9,7 @@
 // (dtype, shape, counts, layer, pass):
 //   RESULT grouped_gemm <dtype> <shape> J=<J> E=<E> <skewed|uniform> <layer> <pass> grouped_ms=<t> loop_ms=<t>
 //          ratio_vs_loop=<loop/grouped> spread=<grouped>/<loop> GFLOP/s=<rate> %peak=<of the measured GEMM peak>
-//          loop_%peak=<the loop's> bound=<loop time / time at the peak: the most a compute-bound grouped call could gain>
+//          loop_%peak=<the loop's> bound=<loop time / time at the peak: the most a compute-bound call could gain>
 //          w_GB/s=<the grouped call's weight traffic (w read, or dw read and written) per second: with a few rows
 //          per expert both calls stream the experts' weights, and this rate, not the GEMM peak, bounds them>
 // Timing: one warm-up call, then the median of 5-25 calls (~0.25 s); spread = (slowest - fastest) / median.
