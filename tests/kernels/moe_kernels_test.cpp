@@ -257,57 +257,76 @@ struct Tolerance {
 };
 Tolerance tolerance(DType out, int64_t K) { return {out == DType::bf16 ? 8e-3 : 1e-5, 1e-6 * double(K + 1)}; }
 
-TEST(GroupedGemm, CpuMatchesRef) {
-  int seed = 200;
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    const DType grad_dtype = DType::f32;
-    for (const Grouped& g : kGrouped) {
-      const int64_t N = g.rows(), E = int64_t(g.group_sizes.size());
-      const Tensor x = random_tensor({N, g.I}, dtype, uint64_t(++seed));
-      const Tensor w = random_tensor({E, g.O, g.I}, dtype, uint64_t(++seed));
-      const Tensor dy = random_tensor({N, g.O}, dtype, uint64_t(++seed));
-      const Tensor dx_init = random_tensor({N, g.I}, dtype, uint64_t(++seed));
-      const Tensor dw_init = random_tensor({E, g.O, g.I}, grad_dtype, uint64_t(++seed));
-      const Tensor y_ref({N, g.O}, dtype), dx_ref({N, g.I}, dtype), dw_ref({E, g.O, g.I}, grad_dtype);
-      ref::grouped_gemm_forward(x, w, g.group_sizes, y_ref);
-      for (Accumulate mode : {Accumulate::overwrite, Accumulate::add}) {
-        copy_convert(dx_init, dx_ref);
-        ref::grouped_gemm_dgrad(dy, w, g.group_sizes, dx_ref, mode);
-        copy_convert(dw_init, dw_ref);
-        ref::grouped_gemm_wgrad(dy, x, g.group_sizes, dw_ref, mode);
-        for (const FastTable& t : fast_tables(dtype)) {
-          for (Layout layout : {Layout::contiguous, Layout::strided}) {
-            const std::string what = fmt::format("{} I={} O={} N={} {} {} {}", t.name, g.I, g.O, N, dtype_name(dtype),
-                                                 mode == Accumulate::add ? "add" : "overwrite",
-                                                 layout == Layout::strided ? "strided" : "contiguous");
-            const GuardedTensor x_g = guarded_copy(x, layout), dy_g = guarded_copy(dy, layout);
-            const GuardedTensor y_g({N, g.O}, dtype, layout);
-            t.table->grouped_gemm_forward(x_g, w, g.group_sizes, y_g);
-            expect_close(y_g, y_ref, tolerance(dtype, g.I).rtol, tolerance(dtype, g.I).atol, what + " y");
-            y_g.expect_sentinels_intact(what + " y");
-            const GuardedTensor dx_g = guarded_copy(dx_init, layout);
-            t.table->grouped_gemm_dgrad(dy_g, w, g.group_sizes, dx_g, mode);
-            expect_close(dx_g, dx_ref, tolerance(dtype, g.O).rtol, tolerance(dtype, g.O).atol, what + " dx");
-            dx_g.expect_sentinels_intact(what + " dx");
-            const Tensor dw({E, g.O, g.I}, grad_dtype);
-            copy_convert(dw_init, dw);
-            t.table->grouped_gemm_wgrad(dy_g, x_g, g.group_sizes, dw, mode);
-            expect_close(dw, dw_ref, tolerance(DType::f32, N).rtol, tolerance(DType::f32, N).atol, what + " dw");
-          }
-        }
-      }
-      // An empty group's weight gradient: zero on overwrite, untouched on add (checked on ref, which
-      // every cpu table matched above).
-      for (int64_t e = 0; e < E; ++e) {
-        if (g.group_sizes[size_t(e)] != 0) continue;
-        EXPECT_TRUE(bitwise_equal(dw_ref.view().select(0, e), dw_init.view().select(0, e))) << "add leaves expert " << e;
+// Every cpu table's grouped GEMM (forward, dgrad and wgrad in both modes, contiguous and strided) against the ref.
+void expect_cpu_matches_ref(const Grouped& g, DType dtype, uint64_t seed) {
+  const DType grad_dtype = DType::f32;
+  const int64_t N = g.rows(), E = int64_t(g.group_sizes.size());
+  const Tensor x = random_tensor({N, g.I}, dtype, ++seed);
+  const Tensor w = random_tensor({E, g.O, g.I}, dtype, ++seed);
+  const Tensor dy = random_tensor({N, g.O}, dtype, ++seed);
+  const Tensor dx_init = random_tensor({N, g.I}, dtype, ++seed);
+  const Tensor dw_init = random_tensor({E, g.O, g.I}, grad_dtype, ++seed);
+  const Tensor y_ref({N, g.O}, dtype), dx_ref({N, g.I}, dtype), dw_ref({E, g.O, g.I}, grad_dtype);
+  ref::grouped_gemm_forward(x, w, g.group_sizes, y_ref);
+  for (Accumulate mode : {Accumulate::overwrite, Accumulate::add}) {
+    copy_convert(dx_init, dx_ref);
+    ref::grouped_gemm_dgrad(dy, w, g.group_sizes, dx_ref, mode);
+    copy_convert(dw_init, dw_ref);
+    ref::grouped_gemm_wgrad(dy, x, g.group_sizes, dw_ref, mode);
+    for (const FastTable& t : fast_tables(dtype)) {
+      for (Layout layout : {Layout::contiguous, Layout::strided}) {
+        const std::string what = fmt::format("{} I={} O={} N={} {} {} {}", t.name, g.I, g.O, N, dtype_name(dtype),
+                                             mode == Accumulate::add ? "add" : "overwrite",
+                                             layout == Layout::strided ? "strided" : "contiguous");
+        const GuardedTensor x_g = guarded_copy(x, layout), dy_g = guarded_copy(dy, layout);
+        const GuardedTensor y_g({N, g.O}, dtype, layout);
+        t.table->grouped_gemm_forward(x_g, w, g.group_sizes, y_g);
+        expect_close(y_g, y_ref, tolerance(dtype, g.I).rtol, tolerance(dtype, g.I).atol, what + " y");
+        y_g.expect_sentinels_intact(what + " y");
+        const GuardedTensor dx_g = guarded_copy(dx_init, layout);
+        t.table->grouped_gemm_dgrad(dy_g, w, g.group_sizes, dx_g, mode);
+        expect_close(dx_g, dx_ref, tolerance(dtype, g.O).rtol, tolerance(dtype, g.O).atol, what + " dx");
+        dx_g.expect_sentinels_intact(what + " dx");
         const Tensor dw({E, g.O, g.I}, grad_dtype);
         copy_convert(dw_init, dw);
-        ref::grouped_gemm_wgrad(dy, x, g.group_sizes, dw, Accumulate::overwrite);
-        EXPECT_EQ(testing::max_abs(dw.view().select(0, e)), 0.0) << "overwrite zeroes expert " << e;
+        t.table->grouped_gemm_wgrad(dy_g, x_g, g.group_sizes, dw, mode);
+        expect_close(dw, dw_ref, tolerance(DType::f32, N).rtol, tolerance(DType::f32, N).atol, what + " dw");
       }
     }
   }
+  // An empty group's weight gradient: zero on overwrite, untouched on add (checked on ref, which
+  // every cpu table matched above).
+  for (int64_t e = 0; e < E; ++e) {
+    if (g.group_sizes[size_t(e)] != 0) continue;
+    EXPECT_TRUE(bitwise_equal(dw_ref.view().select(0, e), dw_init.view().select(0, e))) << "add leaves expert " << e;
+    const Tensor dw({E, g.O, g.I}, grad_dtype);
+    copy_convert(dw_init, dw);
+    ref::grouped_gemm_wgrad(dy, x, g.group_sizes, dw, Accumulate::overwrite);
+    EXPECT_EQ(testing::max_abs(dw.view().select(0, e)), 0.0) << "overwrite zeroes expert " << e;
+  }
+}
+
+TEST(GroupedGemm, CpuMatchesRef) {
+  uint64_t seed = 200;
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (const Grouped& g : kGrouped) expect_cpu_matches_ref(g, dtype, seed += 5);
+}
+
+// Experts of 1..33 rows, most of them on the AVX2 / AVX-512 few-row kernels (grouped_few_rows.h, up to kFewRows
+// = 32 rows; 33 on the engine), with empty experts between them. I and O are not multiples of any vector width
+// or register tile: 131 = 8 x 16 + 3 lanes past the vectors, 133 outputs leave a partial register tile and a
+// partial depth chunk in dgrad. The last case gives a 32-row expert tiles of 256 outputs (forward) and of 1792
+// dw columns (wgrad), so the kernels also run on tiles that start inside an expert's outputs.
+TEST(GroupedGemm, FewRowKernelsMatchRef) {
+  std::vector<int64_t> one_to_33;
+  for (int64_t rows = 1; rows <= 33; ++rows) {
+    one_to_33.push_back(rows);
+    if (rows % 5 == 0) one_to_33.push_back(0);
+  }
+  const Grouped cases[] = {{131, 133, one_to_33}, {7, 9, one_to_33}, {2049, 300, {32, 0, 5}}};
+  uint64_t seed = 300;
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (const Grouped& g : cases) expect_cpu_matches_ref(g, dtype, seed += 5);
 }
 
 // On the ordered GEMM the grouped GEMM is each expert's linear layer bit for bit: the ordered contract

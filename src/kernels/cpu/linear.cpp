@@ -7,7 +7,8 @@
 // transposes of the linear backward cost nothing. What is ours beyond the ordered GEMM: the OpenBLAS
 // path's bias and residual add (folded into the GEMM as beta = 1) and the bias-gradient column sum.
 // The grouped GEMM of the MoE experts (moe.h) is here too: fixed tiles of every expert's product, each one
-// single-threaded product on the same engine, all in one parallel region (grouped_tiles.h).
+// single-threaded product on the same engine or, for an expert of few rows, on our own kernels
+// (grouped_few_rows.h), all in one parallel region (grouped_tiles.h).
 // f64 is not here: the registry sends it to `ref`.
 // Legend: N rows (tokens), I in-features, O out-features; a GEMM's operands are a_MK, b_KN, c_MN.
 #include <cblas.h>
@@ -20,6 +21,7 @@
 
 #include "core/tensor.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/grouped_few_rows.h"
 #include "kernels/cpu/grouped_tiles.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/ordered_gemm.h"
@@ -184,11 +186,19 @@ void linear_wgrad_with(TensorView dy_NO, TensorView x_NI, TensorView dw_OI, Tens
 }
 
 // The grouped GEMM (moe.h): every expert's product cut into fixed tiles, all run in one parallel region,
-// each tile one single-threaded product on the engine (grouped_tiles.h). The engines are never asked for
-// M = 0 or K = 0 products: an empty group has no forward or dgrad tiles, and its weight gradient tiles are
-// zeroed (overwrite) or absent (add), the value of an empty sum.
+// each tile one single-threaded product on the engine (grouped_tiles.h), or on the few-row kernels for an
+// expert of at most kFewRows rows. The engines are never asked for M = 0 or K = 0 products: an empty group has
+// no forward or dgrad tiles, and its weight gradient tiles are zeroed (overwrite) or absent (add), the value
+// of an empty sum.
 
 namespace {
+
+// An expert of `rows` rows runs on the few-row kernels: not on the ordered GEMM, whose grouped results must stay
+// one linear call per expert bit for bit, nor on the generic variant, which has no vector kernels.
+template <GemmLibrary library>
+bool on_few_row_kernels(int64_t rows) {
+  return kHasFewRowKernels && library != GemmLibrary::ordered && rows <= kFewRows;
+}
 
 // first_row_E[e] = the first row of group e.
 std::vector<int64_t> first_rows(std::span<const int64_t> group_sizes_E) {
@@ -207,9 +217,10 @@ void grouped_gemm_forward_with(TensorView x_NI, TensorView w_EOI, std::span<cons
   const std::vector<int64_t> first = first_rows(group_sizes_E), depth(group_sizes_E.size(), x_NI.size(1));
   run_group_tiles(group_tiles(group_sizes_E, y_NO.size(1), depth), [&](const GroupTile& t) {
     const int64_t row = first[size_t(t.expert)] + t.row0;
-    const TensorView w_OI = w_EOI.select(0, t.expert).slice(0, t.col0, t.cols);
-    matmul<library>(x_NI.slice(0, row, t.rows), w_OI.transpose(0, 1),
-                    y_NO.slice(0, row, t.rows).slice(1, t.col0, t.cols), 1.0f, {});
+    const TensorView x = x_NI.slice(0, row, t.rows), w_OI = w_EOI.select(0, t.expert).slice(0, t.col0, t.cols);
+    const TensorView y = y_NO.slice(0, row, t.rows).slice(1, t.col0, t.cols);
+    if (on_few_row_kernels<library>(group_sizes_E[size_t(t.expert)])) return few_rows_forward(x, w_OI, y);
+    matmul<library>(x, w_OI.transpose(0, 1), y, 1.0f, {});
   });
 }
 
@@ -222,8 +233,10 @@ void grouped_gemm_dgrad_with(TensorView dy_NO, TensorView w_EOI, std::span<const
   const float beta = mode == Accumulate::add ? 1.0f : 0.0f;
   run_group_tiles(group_tiles(group_sizes_E, dx_NI.size(1), depth), [&](const GroupTile& t) {
     const int64_t row = first[size_t(t.expert)] + t.row0;
-    matmul<library>(dy_NO.slice(0, row, t.rows), w_EOI.select(0, t.expert).slice(1, t.col0, t.cols),
-                    dx_NI.slice(0, row, t.rows).slice(1, t.col0, t.cols), 1.0f, {.beta = beta});
+    const TensorView dy = dy_NO.slice(0, row, t.rows), w_OI = w_EOI.select(0, t.expert).slice(1, t.col0, t.cols);
+    const TensorView dx = dx_NI.slice(0, row, t.rows).slice(1, t.col0, t.cols);
+    if (on_few_row_kernels<library>(group_sizes_E[size_t(t.expert)])) return few_rows_dgrad(dy, w_OI, dx, mode);
+    matmul<library>(dy, w_OI, dx, 1.0f, {.beta = beta});
   });
 }
 
@@ -242,8 +255,10 @@ void grouped_gemm_wgrad_with(TensorView dy_NO, TensorView x_NI, std::span<const 
     const TensorView dw = dw_EOI.select(0, t.expert).slice(0, t.row0, t.rows).slice(1, t.col0, t.cols);
     const int64_t row = first[size_t(t.expert)], group = group_sizes_E[size_t(t.expert)];
     if (group == 0) return fill_zero(dw);
-    matmul<library>(dy_NO.slice(0, row, group).slice(1, t.row0, t.rows).transpose(0, 1),
-                    x_NI.slice(0, row, group).slice(1, t.col0, t.cols), dw, 1.0f, {.beta = beta});
+    const TensorView dy = dy_NO.slice(0, row, group).slice(1, t.row0, t.rows);
+    const TensorView x = x_NI.slice(0, row, group).slice(1, t.col0, t.cols);
+    if (on_few_row_kernels<library>(group)) return few_rows_wgrad(dy, x, dw, mode);
+    matmul<library>(dy.transpose(0, 1), x, dw, 1.0f, {.beta = beta});
   });
 }
 
