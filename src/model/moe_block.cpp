@@ -507,7 +507,8 @@ void MoeBlock::backward_experts(const LayerContext& ctx, const MoeParams& w, con
         rows_way.from_experts(dx_RC, scratch.middle_RC, scratch.staging_RC, scratch.local_JC);
     const TensorView dprobs_J = rows_way.from_experts(dprobs_R.reshape({R, 1}), scratch.middle_R1,
                                                       scratch.staging_R1, as_column(scratch.dprobs_J, J));
-    RF_CHECK(dprobs_J.raw() == rows(scratch.dprobs_J, J).raw(), "moe backward: the weights' gradients are not in dprobs_J");
+    RF_CHECK(dprobs_J.raw() == rows(scratch.dprobs_J, J).raw(),
+             "moe backward: the weights' gradients are not in dprobs_J");
     k.moe_unpermute(dpermuted_JC, sorted_J, dxn_NC, Accumulate::overwrite);
     scatter_row_grads(s, scratch, N, E, J);
   }

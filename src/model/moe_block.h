@@ -103,8 +103,8 @@ struct MoeSaved {
   void for_each_tensor(F&& f) {
     for (Tensor* t : {&xn_NC, &rstd_N, &logits_NE, &probs_NE, &routing_map_NE, &kept_probs_NE, &kept_map_NE,
                       &router.scores_TE, &sorted_J, &tokens_per_expert_E, &probs_J, &permuted_JC, &expert_rows_RC,
-                      &expert_probs_R, &expert_sources_R, &gate_RF, &up_RF, &act_RF, &shared_xn_NC, &shared_gate_NS, &shared_up_NS,
-                      &shared_act_NS, &shared_out_NC, &shared_scale_N})
+                      &expert_probs_R, &expert_sources_R, &gate_RF, &up_RF, &act_RF, &shared_xn_NC, &shared_gate_NS,
+                      &shared_up_NS, &shared_act_NS, &shared_out_NC, &shared_scale_N})
       f(*t);
   }
 };

@@ -91,7 +91,8 @@ void gather_tokens(dist::ProcessGroup& group, TokenGatherPlan& plan, TensorView 
 void sum_tokens_to_owners(dist::ProcessGroup& group, const TokenGatherPlan& plan, TensorView all_TW,
                           TensorView local_NW);
 
-// This rank's routed rows to its experts and back (the alltoall dispatcher's). Holds references to the plans it fills (kept for backward).
+// This rank's routed rows to its experts and back (the alltoall dispatcher's). Holds references to the plans it
+// fills (kept for backward).
 class ExpertExchange {
  public:
   // ep / etp: null when the experts are not split over that group. etp_gathers: sequence parallel (the ETP ranks

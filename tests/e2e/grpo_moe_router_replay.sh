@@ -82,7 +82,8 @@ print("ok R3 on two ranks")
 PY
 # TP 2 + SP: the actor's ranks each replay their own tokens' rows, the rollout decodes at TP 2 (experts split).
 "$RLFORGE" --nproc 2 "${train[@]}" trainer.total_training_steps=2 trainer.num_threads=1 \
-  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 actor_rollout_ref.actor.megatron.sequence_parallel=true \
+  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
+  actor_rollout_ref.actor.megatron.sequence_parallel=true \
   actor_rollout_ref.rollout.tensor_model_parallel_size=2 trainer.default_local_dir="$SCRATCH/tp2" \
   > "$SCRATCH/tp2.log" 2>&1 || { tail -20 "$SCRATCH/tp2.log"; fail "GRPO with router replay R3 at TP 2 failed"; }
 python3 - "$SCRATCH/tp2/metrics.jsonl" <<'PY' || fail "R3 metrics at TP 2"
@@ -113,4 +114,5 @@ expect_error "actor_rollout_ref.actor.router_replay.mode: R3: the model has no M
   actor_rollout_ref.model.path="$SCRATCH/dense" trainer.default_local_dir="$SCRATCH/dense_run"
 expect_error "router_replay.mode" "${train[@]}" actor_rollout_ref.actor.router_replay.mode=R4 \
   trainer.default_local_dir="$SCRATCH/bad_mode"
-echo "PASS: GRPO on a tiny Qwen3-MoE with router replay R3 (match 1.0, log-probs within 1e-5), R2, disabled, two ranks, TP 2"
+echo "PASS: GRPO on a tiny Qwen3-MoE with router replay R3 (match 1.0, log-probs within 1e-5), R2, disabled," \
+  "two ranks, TP 2"

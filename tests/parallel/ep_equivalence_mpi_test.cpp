@@ -3,9 +3,10 @@
 // exchanged by the all-to-all dispatcher) and by a one-rank TrainEngine, on every rank: per step the loss, the
 // load-balancing losses when on, every gradient and the grad norm; after the third step every weight
 // (equivalence_checks.h, f32, 1e-5 relative). Qwen3-MoE (all layers sparse) and Qwen2-MoE (a gated shared expert);
-// both dispatchers (alltoall, allgather); EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the distributed optimizer, PP 2 x EP 2 and
-// CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's pooled loss; dropless and with an expert
-// capacity (both drop policies, padded to capacity or not: each micro-batch's capacity is its own, as on one rank);
+// both dispatchers (alltoall, allgather); EP 2 and 4, EP 2 x DP 2 (two replicas of each expert), EP 2 with the
+// distributed optimizer, PP 2 x EP 2 and CP 2 x EP 2; with Megatron's aux_loss and z-loss and with Hugging Face's
+// pooled loss; dropless and with an expert capacity (both drop policies, padded to capacity or not: each
+// micro-batch's capacity is its own, as on one rank);
 // with moe_layer_recompute (the dispatch's exchanges run again in backward). Tensor parallel with sequence parallel:
 // TP 2 with the experts split over TP (ETP 2, Megatron's default) or whole (ETP 1), TP 2 x EP 2 (both), and
 // MindSpeed's TP-extend-EP (TP 2 extending EP 1 or 2); the shared expert split over TP as the dense MLP; sequence
@@ -236,7 +237,8 @@ TEST(ExpertParallel, RouterReplayAndRecordingAtTensorParallelMatchOneRank) {
   parallel.compute_log_prob(recorded, 1.0, model::EntropyOutput::skip);
   bool padded = false;
   for (size_t i = 0; i < recorded.size(); ++i) {
-    const TensorView got = recorded[i].get("record_experts"), want = recorded_one[size_t(first) + i].get("record_experts");
+    const TensorView got = recorded[i].get("record_experts");
+    const TensorView want = recorded_one[size_t(first) + i].get("record_experts");
     padded = padded || recorded[i].num_tokens() % 2 != 0;
     ASSERT_EQ(got.numel(), want.numel());
     EXPECT_EQ(std::memcmp(got.raw(), want.raw(), size_t(got.numel()) * 4), 0) << "micro-batch " << i;
