@@ -618,6 +618,9 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   // step's micro-batches of every DP rank (the DP reduction sums), their values summed over this rank's passes.
   const bool moe_losses = config_.moe_losses(model_config_).any();
   double moe_aux_loss = 0, moe_z_loss = 0;
+  // With an expert capacity, the (token, expert) pairs it dropped in this pass's forwards (moe/dropped_tokens).
+  const bool counts_dropped = model_config_.moe.enabled() && !config_.moe_capacity().dropless();
+  double moe_dropped = 0;
   const pipeline::PipelinePass pass =
       forward_only == ForwardOnly::yes ? pipeline::PipelinePass::forward_only : pipeline::PipelinePass::forward_backward;
   const int64_t stage = parallel_.pp().rank();
@@ -657,6 +660,7 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
                       forward_only == ForwardOnly::yes ? model::CausalLm::SavedFor::nothing
                                                        : model::CausalLm::SavedFor::backward);
     if (v == 0) result.num_tokens += micro_batch.real_tokens();
+    moe_dropped += double(saved.activations.moe_dropped);
     // Forward only, nothing is kept: the executor copies what it sends before the next action, and the head's
     // outputs are read below, before the slot goes back (which takes its head part back).
     if (forward_only == ForwardOnly::no) saved_of[{i, v}] = &saved;
@@ -724,18 +728,21 @@ ForwardBackwardResult TrainEngine::forward_backward(const std::vector<TensorMap>
   std::fill(grad_sync_enabled_.begin(), grad_sync_enabled_.end(), 0);
   pipeline_times_.schedule_s = schedule_clock.seconds();
   if (split_.pp_size > 1) share_results_over_pipeline(result, micro_batches, forward_only, entropy);
+  // This DP rank's share of the MoE metrics (the callers sum metrics over DP): every stage's layers, every CP (and
+  // with SP, TP) rank's tokens.
+  dist::ProcessGroup& token_ranks =
+      parallel_.sequence_parallel() ? parallel_.group(dist::GroupKind::tp_cp) : parallel_.cp();
+  auto over_stages_and_tokens = [&](double value) {
+    for (dist::ProcessGroup* group : {&token_ranks, &parallel_.pp()})
+      value = group->all_reduce_scalar(value, dist::ReduceOp::sum);
+    return value;
+  };
   if (moe_losses && forward_only == ForwardOnly::no) {
-    // This DP rank's share of the step's mean (the callers sum metrics over DP): every stage's layers, every CP (and
-    // with SP, TP) rank's tokens.
-    dist::ProcessGroup& token_ranks =
-        parallel_.sequence_parallel() ? parallel_.group(dist::GroupKind::tp_cp) : parallel_.cp();
-    for (dist::ProcessGroup* group : {&token_ranks, &parallel_.pp()}) {
-      moe_aux_loss = group->all_reduce_scalar(moe_aux_loss, dist::ReduceOp::sum);
-      moe_z_loss = group->all_reduce_scalar(moe_z_loss, dist::ReduceOp::sum);
-    }
-    result.metrics["moe/aux_loss"] = moe_aux_loss;
-    result.metrics["moe/z_loss"] = moe_z_loss;
+    result.metrics["moe/aux_loss"] = over_stages_and_tokens(moe_aux_loss);
+    result.metrics["moe/z_loss"] = over_stages_and_tokens(moe_z_loss);
   }
+  if (counts_dropped && forward_only == ForwardOnly::no)
+    result.metrics["moe/dropped_tokens"] = over_stages_and_tokens(moe_dropped);
   return result;
 }
 

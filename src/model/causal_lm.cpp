@@ -460,6 +460,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   if (!in.replay_experts_NLk.empty() && in.padding_tokens > 0)
     a.inputs.replay_experts_NLk = padded_experts(in.replay_experts_NLk, in.batch * in.seq_len, a.replay_NLk);
   a.forward_done = false;
+  a.moe_dropped = 0;
   const int64_t N = in.batch * in.seq_len;
   const LayerContext ctx = context();
   const BatchShape shape = batch_shape(in);
@@ -497,6 +498,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
     if (distributes_input(i) && !a.forward_only) keep_input_slice(a, i, n);
     if (i + 1 < a.offloaded.size()) make_room(a, i + 1);  // layer i writes its output, layer i + 1's input
     layer_forward(ctx, shape, a, i);
+    if (is_moe(i)) a.moe_dropped += layer_slots(a, i).moe.dropped;
     if (const TensorView record = layer_experts(record_NLk, i); !record.empty())
       routed_experts(rows(layer_slots(a, i).moe.routing_map_NE, n), moe_->config().router.top_k, record);
     if (moe_losses_ && is_moe(i) && saved_for == SavedFor::backward)

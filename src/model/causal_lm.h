@@ -91,6 +91,7 @@ class CausalLm {
     ValueHeadSaved value;
     ModelInputs inputs;  // of its forward
     Tensor replay_NLk;   // router replay with sequence parallel's padding: the padded experts its inputs point to
+    int64_t moe_dropped = 0;  // (token, expert) pairs the MoE layers' capacity dropped in its forward (this rank's)
     bool forward_done = false;
     // make_forward_only_activations: one layer's tensors, which every layer of a forward-only pass writes in turn,
     // and two residual-stream buffers it alternates between; no backward can read them.

@@ -145,7 +145,12 @@ void check_expert_parallel_matches_one_rank(const ExpertLayout& layout) {
   engine::TrainEngine &parallel = engines.parallel, &single = engines.single;
   kernels::KernelRegistry& kernels = engines.kernels;
   MemoryTracker& tracker = engines.tracker;
-  parallel_testing::expect_three_steps_match(parallel, single, context);
+  parallel_testing::expect_three_steps_match(parallel, single, context);  // moe/dropped_tokens among the metrics
+  if (layout.capacity_factor > 0 && layout.capacity_factor < 1) {  // a tight capacity drops, and says so
+    const auto result = single.forward_backward(step_micro_batches(0, 0, parallel_testing::kMicroBatchesPerStep),
+                                                parallel_testing::token_mean_nll, engine::ForwardOnly::no);
+    EXPECT_GT(result.metrics.at("moe/dropped_tokens"), 0);
+  }
   const int64_t per_rank = parallel_testing::kMicroBatchesPerStep / context.dp().size();
   const int64_t first = context.dp().rank() * per_rank;
   const auto logp_one =

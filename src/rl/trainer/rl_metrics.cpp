@@ -108,7 +108,7 @@ namespace {
 
 // Expert load of `rows` (i32 [tokens, L, k] flattened; -1 rows skipped) under `prefix`.
 void add_load_metrics(Metrics& m, const std::string& prefix, const std::vector<const std::vector<int32_t>*>& rows,
-                      const RoutingShape& shape) {
+                      const RoutingShape& shape, bool dropless) {
   const int64_t L = shape.num_moe_layers, k = shape.top_k, E = shape.num_experts;
   std::vector<int64_t> counts(size_t(L * E), 0);
   for (const std::vector<int32_t>* r : rows)
@@ -134,7 +134,7 @@ void add_load_metrics(Metrics& m, const std::string& prefix, const std::vector<c
   m[prefix + "moe/load_imbalance"] = imbalance / double(L);
   m[prefix + "moe/tokens_per_expert/min"] = double(least);
   m[prefix + "moe/tokens_per_expert/max"] = double(most);
-  m[prefix + "moe/dropped_tokens"] = 0.0;  // dropless experts (moe_block.h)
+  if (dropless) m[prefix + "moe/dropped_tokens"] = 0.0;
 }
 
 }  // namespace
@@ -162,8 +162,8 @@ Metrics moe_routing_metrics(const RlBatch& batch, const RoutingShape& shape, boo
     if (natural) m["moe/routing_agreement"] = share;
     if (replay) m["moe/replay_routing_match"] = share;
   }
-  add_load_metrics(m, "", old, shape);
-  add_load_metrics(m, "rollout/", rollout, shape);
+  add_load_metrics(m, "", old, shape, shape.actor_dropless);
+  add_load_metrics(m, "rollout/", rollout, shape, true);  // the rollout runs dropless
   return m;
 }
 

@@ -12,8 +12,10 @@
 //                                                     the natural agreement; with R2 / R3: what the update uses)
 //   moe/load_imbalance, moe/tokens_per_expert/{min,max}, moe/dropped_tokens   rlforge, MoE: the old-log-prob pass's
 //                                                     expert load (max over experts of tokens / mean, averaged over
-//                                                     MoE layers; min and max over layers and experts; dropped: 0,
-//                                                     the experts run dropless); rollout/moe/... the rollout's
+//                                                     MoE layers; min and max over layers and experts; dropped: 0
+//                                                     when dropless, else the actor update's count of the (token,
+//                                                     expert) pairs its capacity dropped); rollout/moe/... the
+//                                                     rollout's (dropless)
 #pragma once
 
 #include <map>
@@ -39,6 +41,9 @@ Metrics seqlen_balance_metrics(const RlBatch& batch, int64_t dp_size);
 // `natural`: it routed freely (disabled, R2), so as routing_agreement.
 struct RoutingShape {
   int64_t num_moe_layers = 0, top_k = 0, num_experts = 0;
+  // The actor's experts take every token (no moe_expert_capacity_factor): its moe/dropped_tokens is 0. Otherwise the
+  // actor update's engine counts the pairs its capacity dropped (TrainEngine's moe/dropped_tokens).
+  bool actor_dropless = true;
 };
 Metrics moe_routing_metrics(const RlBatch& batch, const RoutingShape& shape, bool replay, bool natural);
 

@@ -252,6 +252,7 @@ void RlRoles::set_up_router_replay(const model::ModelConfig& model_config, const
     routing_.num_moe_layers += model_config.moe.is_moe_layer(l);
   routing_.top_k = model_config.moe.num_experts_per_tok;
   routing_.num_experts = model_config.moe.num_experts;
+  routing_.actor_dropless = a.megatron.moe_capacity().dropless();
   // The model records and replays one rank's whole model on unsplit micro-batches (model_inputs.h).
   const engine::EngineConfig& m = a.megatron;
   records_routing_ = m.pipeline_model_parallel_size == 1 && m.context_parallel_size == 1;

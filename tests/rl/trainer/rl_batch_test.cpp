@@ -220,7 +220,10 @@ TEST(RlMetrics, RoutingAgreementAndExpertLoadByHand) {
   EXPECT_DOUBLE_EQ(m.at("moe/load_imbalance"), 2.0 / 1.5);
   EXPECT_EQ(m.at("moe/tokens_per_expert/min"), 1.0);
   EXPECT_EQ(m.at("moe/tokens_per_expert/max"), 2.0);
-  EXPECT_EQ(m.at("moe/dropped_tokens"), 0.0);
+  EXPECT_EQ(m.at("moe/dropped_tokens"), 0.0);  // dropless: nothing dropped
+  RoutingShape with_capacity = shape;
+  with_capacity.actor_dropless = false;  // then the actor update's engine counts them
+  EXPECT_EQ(moe_routing_metrics(batch, with_capacity, false, true).count("moe/dropped_tokens"), 0u);
   // Rollout: layer 0 {0: 1, 1: 1} (1.0), layer 1 {0: 0, 1: 2} (2.0).
   EXPECT_DOUBLE_EQ(m.at("rollout/moe/load_imbalance"), 1.5);
   EXPECT_EQ(m.at("rollout/moe/tokens_per_expert/min"), 0.0);
