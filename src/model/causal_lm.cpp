@@ -404,22 +404,30 @@ TensorView CausalLm::layer_experts(TensorView experts_NLk, size_t i) const {
   return layer.slice(0, parallel_.tp().rank() * n, n);
 }
 
+TensorView CausalLm::experts_rows(Tensor& buffer, int64_t N) const {
+  const int64_t L = int64_t(std::count_if(moe_index_.begin(), moe_index_.end(), is_moe_index));
+  const int64_t k = moe_->config().router.top_k;
+  RF_CHECK(N <= capacity_, "router replay: {} tokens, {} reserved", N, capacity_);
+  // Sized once for the reserved micro-batch, so that micro-batches of any length reuse it (the step does not
+  // allocate).
+  if (buffer.empty()) buffer = Tensor({capacity_, L, k}, DType::i32, workspace_account_);
+  return rows(buffer, N);
+}
+
 TensorView CausalLm::padded_experts(TensorView experts_NLk, int64_t N, Tensor& buffer) const {
-  const int64_t real = experts_NLk.size(0), L = experts_NLk.size(1), k = experts_NLk.size(2);
-  if (buffer.empty() || buffer.shape() != Shape{N, L, k}) buffer = Tensor({N, L, k}, DType::i32, workspace_account_);
-  copy_convert(experts_NLk, TensorView(buffer).slice(0, 0, real));
-  int32_t* padding = buffer.data<int32_t>() + real * L * k;
-  for (int64_t i = 0; i < (N - real) * L * k; ++i) padding[i] = int32_t(i % k);
-  return buffer;
+  const TensorView padded = experts_rows(buffer, N);
+  const int64_t real = experts_NLk.size(0), row = experts_NLk.size(1) * experts_NLk.size(2);
+  copy_convert(experts_NLk, padded.slice(0, 0, real));
+  int32_t* padding = padded.data<int32_t>() + real * row;
+  for (int64_t i = 0; i < (N - real) * row; ++i) padding[i] = int32_t(i % experts_NLk.size(2));
+  return padded;
 }
 
 void CausalLm::gather_record(TensorView work_NLk, TensorView record_NLk) {
   const int64_t N = work_NLk.size(0), n = N / parallel_.tp().size(), row = work_NLk.size(1) * work_NLk.size(2);
-  if (gathered_record_.empty() || gathered_record_.numel() < N * row)
-    gathered_record_ = Tensor({N * row}, DType::i32, workspace_account_);
-  const TensorView all = TensorView(gathered_record_).slice(0, 0, N * row);
-  parallel_.tp().all_gather(work_NLk.slice(0, parallel_.tp().rank() * n, n).reshape({n * row}), all);
-  copy_convert(all.slice(0, 0, record_NLk.numel()).reshape(record_NLk.shape()), record_NLk);
+  const TensorView all = experts_rows(gathered_record_, N);
+  parallel_.tp().all_gather(work_NLk.slice(0, parallel_.tp().rank() * n, n).reshape({n * row}), all.reshape({N * row}));
+  copy_convert(all.slice(0, 0, record_NLk.size(0)), record_NLk);
 }
 
 ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy) {
@@ -487,12 +495,7 @@ ModelOutputs CausalLm::forward(const ModelInputs& in, EntropyOutput entropy, Act
   }
   // Router recording: with SP each rank's rows into a whole micro-batch's record, gathered over TP after the layers.
   TensorView record_NLk = in.record_experts_NLk;
-  if (!record_NLk.empty() && parallel_.sequence_parallel()) {
-    const Shape shape_NLk{N, record_NLk.size(1), record_NLk.size(2)};
-    if (record_work_.empty() || record_work_.shape() != shape_NLk)
-      record_work_ = Tensor(shape_NLk, DType::i32, workspace_account_);
-    record_NLk = record_work_;
-  }
+  if (!record_NLk.empty() && parallel_.sequence_parallel()) record_NLk = experts_rows(record_work_, N);
   for (size_t i = 0; i < layer_weights_.size(); ++i) {
     params_needed(span_.hf_layers[i]);
     if (distributes_input(i) && !a.forward_only) keep_input_slice(a, i, n);

@@ -255,6 +255,8 @@ class CausalLm {
   // Router replay under SP: the real tokens' experts, with sequence parallel's padding rows filled, in `buffer`
   // (N rows); and recording: this TP rank's rows of work_NLk gathered, the real rows into record_NLk.
   TensorView padded_experts(TensorView experts_NLk, int64_t N, Tensor& buffer) const;
+  // The first N rows of an [capacity, L_moe, k] i32 buffer, allocated on first use.
+  TensorView experts_rows(Tensor& buffer, int64_t N) const;
   void gather_record(TensorView work_NLk, TensorView record_NLk);
 
   ModelConfig config_;

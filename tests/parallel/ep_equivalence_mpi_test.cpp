@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "dist/parallel_context.h"
@@ -255,9 +256,20 @@ TEST(ExpertParallel, RouterReplayAndRecordingAtTensorParallelMatchOneRank) {
     for (int64_t j = 0; j < mine.back().numel(); ++j)
       mine.back().data<int32_t>()[j] = (mine.back().data<int32_t>()[j] + 1) % int32_t(config.moe.num_experts);
   }
+  // The replaying pass records too: every rank's routers used the replayed experts (as sets of k).
+  const auto replayed = with(with(step_micro_batches(5, first, per_rank), "replay_experts", &mine), "record_experts",
+                             nullptr);
+  const auto logp = parallel.compute_log_prob(replayed, 1.0, model::EntropyOutput::compute);
+  auto sorted_rows = [k](TensorView experts) {
+    std::vector<int32_t> out(experts.data<int32_t>(), experts.data<int32_t>() + experts.numel());
+    for (size_t t = 0; t < out.size(); t += size_t(k))
+      std::sort(out.begin() + int64_t(t), out.begin() + int64_t(t) + k);
+    return out;
+  };
+  for (size_t i = 0; i < replayed.size(); ++i)
+    EXPECT_EQ(sorted_rows(replayed[i].get("record_experts")), sorted_rows(mine[i].view())) << "micro-batch " << i;
   parallel_testing::expect_outputs_match(
-      parallel.compute_log_prob(with(step_micro_batches(5, first, per_rank), "replay_experts", &mine), 1.0,
-                                model::EntropyOutput::compute),
+      logp,
       single.compute_log_prob(with(step_micro_batches(5, first, per_rank), "replay_experts", &mine), 1.0,
                               model::EntropyOutput::compute),
       "replayed");
